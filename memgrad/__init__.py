@@ -1,0 +1,105 @@
+"""memgrad: a memory-saving training toolkit with PyTorch's eager API.
+
+Example:
+    >>> import memgrad as mg
+    >>> x = mg.tensor([1.0, 2.0], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad
+    tensor([2., 4.])
+"""
+
+from memgrad import autograd, random
+from memgrad.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from memgrad.errors import (
+    CheckpointError,
+    GradcheckError,
+    MemgradError,
+    PlanError,
+    ShapeError,
+    TraceError,
+)
+from memgrad.factories import (
+    arange,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randn,
+    randn_like,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from memgrad.ops import (
+    abs,
+    add,
+    allclose,
+    amax,
+    amin,
+    argmax,
+    argmin,
+    cat,
+    chunk,
+    clamp,
+    clone,
+    div,
+    exp,
+    expand,
+    flatten,
+    log,
+    log_softmax,
+    logsumexp,
+    matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    mul,
+    neg,
+    permute,
+    pow,
+    relu,
+    reshape,
+    sigmoid,
+    sign,
+    softmax,
+    split,
+    sqrt,
+    squeeze,
+    stack,
+    std,
+    sub,
+    sum,
+    tanh,
+    transpose,
+    unsqueeze,
+    var,
+    view,
+    where,
+)
+from memgrad.random import fork_rng, get_rng_state, manual_seed, seed, set_rng_state
+from memgrad.tensor import Tensor, bool_, float32, float64, int64
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Tensor", "tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like",
+    "ones_like", "full_like", "empty_like", "arange", "eye", "randn", "rand", "randint",
+    "randn_like", "rand_like", "manual_seed", "seed", "get_rng_state", "set_rng_state",
+    "fork_rng", "random", "float32", "float64", "int64", "bool_", "no_grad", "enable_grad",
+    "set_grad_enabled", "is_grad_enabled", "autograd", "matmul", "add", "mul", "sub", "div",
+    "neg", "pow", "exp", "log", "sqrt", "abs", "sign", "tanh", "sigmoid", "relu", "maximum",
+    "minimum", "clamp", "where", "cat", "stack", "chunk", "split", "reshape", "view",
+    "permute", "transpose", "expand", "squeeze", "unsqueeze", "flatten", "sum", "mean", "max",
+    "min", "amax", "amin", "var", "std", "logsumexp", "softmax", "log_softmax", "argmax",
+    "argmin", "allclose", "clone", "MemgradError", "ShapeError", "CheckpointError",
+    "GradcheckError", "PlanError", "TraceError", "__version__",
+]

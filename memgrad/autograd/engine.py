@@ -1,0 +1,426 @@
+"""The backward engine: ``backward`` and ``grad`` over any set of roots.
+
+NOTE [ Engine ]
+1. Dependencies are counted over the graph reachable from the roots, iteratively (a
+   100,000-op chain needs no recursion).
+2. With ``inputs`` (``autograd.grad`` or ``backward(inputs=...)``), a node runs only if it
+   lies on a path from a root to an input: nothing else runs and no other ``.grad`` changes.
+   Every parent of such a node lies on such a path too, so its dependency count is complete.
+3. Ready nodes run in decreasing ``_sequence_nr`` order (later forward ops first;
+   accumulators as soon as they are ready). Gradients for the same input are summed.
+4. Once a node has run its saved tensors are freed, unless ``retain_graph``.
+5. The engine keeps no state between calls: a node's backward may call ``backward`` or
+   ``grad`` again (the reentrant checkpoint does), threads may run it at once on separate
+   graphs, and nothing needs resetting after ``fork``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from memgrad.autograd.grad_mode import state
+from memgrad.autograd.graph import AccumulateGrad, Node, accumulator
+from memgrad.tensor import Tensor
+
+__all__ = ["backward", "grad", "accumulate_into"]
+
+Edge = tuple[Node, int]
+
+
+def _as_tuple(x: Any) -> tuple:
+    if x is None:
+        return ()
+    if isinstance(x, Tensor):
+        return (x,)
+    return tuple(x)
+
+
+def _root_edge(t: Tensor, api: str, i: int) -> Edge:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{api}: expected Tensors as outputs, got {type(t).__name__} at index {i}")
+    if t.grad_fn is not None:
+        return (t.grad_fn, t.output_nr)
+    if t._requires_grad:
+        return (accumulator(t), 0)
+    raise RuntimeError(
+        f"{api}: element {i} of tensors does not require grad and does not have a grad_fn. "
+        "Make sure a leaf it depends on has requires_grad=True and that it was not computed "
+        "under no_grad()."
+    )
+
+
+def _root_grads(api: str, outputs: tuple, grads: tuple, create_graph: bool) -> list:
+    if grads and len(grads) != len(outputs):
+        raise RuntimeError(
+            f"{api}: got {len(grads)} gradients for {len(outputs)} outputs; pass one per output"
+        )
+    result = []
+    for i, t in enumerate(outputs):
+        g = grads[i] if grads else None
+        if g is None:
+            if t._data.size != 1:
+                raise RuntimeError(
+                    f"{api} needs a scalar output or an explicit gradient; got shape "
+                    f"{tuple(t.shape)} for output {i}. Pass gradient=mg.ones_like(out) (or "
+                    "the vector you want a vector-Jacobian product with), or reduce the output "
+                    "first, e.g. out.sum()."
+                )
+            g = Tensor(np.ones(t._data.shape, dtype=t._data.dtype))
+        else:
+            if not isinstance(g, Tensor):
+                g = Tensor(np.asarray(g, dtype=t._data.dtype))
+            if g._data.shape != t._data.shape:
+                raise RuntimeError(
+                    f"{api}: the gradient for output {i} has shape {tuple(g.shape)} but the "
+                    f"output has shape {tuple(t.shape)}; pass a gradient of the output's shape"
+                )
+            if g._data.dtype != t._data.dtype:
+                g = g.to(t._data.dtype)
+            if not create_graph and g._requires_grad:
+                g = g.detach()
+        result.append(g)
+    return result
+
+
+def backward(
+    tensors: Tensor | Sequence[Tensor],
+    grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Tensor | Sequence[Tensor] | None = None,
+) -> None:
+    """Accumulate the gradients of ``tensors`` into the ``.grad`` of the leaves (or only of
+    ``inputs`` when given).
+
+    Example:
+        >>> import memgrad as mg
+        >>> x = mg.tensor([1.0, 2.0], requires_grad=True)
+        >>> mg.autograd.backward([(x * x).sum()])
+        >>> x.grad
+        tensor([2., 4.])
+    """
+    outputs = _as_tuple(tensors)
+    if not outputs:
+        raise RuntimeError("backward(): got no tensors to differentiate")
+    grads = _root_grads("backward()", outputs, _as_tuple(grad_tensors), create_graph)
+    edges = [_root_edge(t, "backward()", i) for i, t in enumerate(outputs)]
+    if retain_graph is None:
+        retain_graph = create_graph
+    inputs = _as_tuple(inputs)
+    if not inputs:
+        _execute(edges, grads, retain_graph, create_graph, None, None, accumulate=True)
+        return
+    captures: dict[Node, list] = {}
+    exec_targets = set()
+    for i, t in enumerate(inputs):
+        edge = _input_edge(t, "backward(inputs=...)", i)
+        if edge[0].__class__ is AccumulateGrad:
+            exec_targets.add(edge[0])
+        else:
+            captures.setdefault(edge[0], []).append((edge[1], _accumulate_fn(t)))
+    _execute(edges, grads, retain_graph, create_graph, captures, exec_targets, accumulate=True)
+
+
+def _accumulate_fn(t: Tensor) -> Callable[[Tensor], None]:
+    return lambda g: accumulate_into(t, g)
+
+
+def _input_edge(t: Any, api: str, i: int) -> Edge:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{api}: expected Tensors as inputs, got {type(t).__name__} at index {i}")
+    if not t._requires_grad:
+        raise RuntimeError(
+            f"{api}: input {i} does not require grad; set requires_grad=True on it (or drop it "
+            "from the inputs)"
+        )
+    if t.grad_fn is not None:
+        return (t.grad_fn, t.output_nr)
+    return (accumulator(t), 0)
+
+
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Tensor | Sequence[Tensor | None] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """Return the gradients of ``outputs`` with respect to ``inputs``. Touches no ``.grad``
+    and runs only the part of the graph between the outputs and the inputs.
+
+    Example:
+        >>> import memgrad as mg
+        >>> x = mg.tensor(2.0, requires_grad=True)
+        >>> (g,) = mg.autograd.grad(x ** 3, x)
+        >>> g.item()
+        12.0
+    """
+    outs = _as_tuple(outputs)
+    ins = _as_tuple(inputs)
+    if not outs:
+        raise RuntimeError("grad(): got no outputs to differentiate")
+    if not ins:
+        raise RuntimeError("grad(): got no inputs to differentiate with respect to")
+    grads = _root_grads("grad()", outs, _as_tuple(grad_outputs), create_graph)
+    edges = [_root_edge(t, "grad()", i) for i, t in enumerate(outs)]
+    if retain_graph is None:
+        retain_graph = create_graph
+    results: list[Tensor | None] = [None] * len(ins)
+    captures: dict[Node, list] = {}
+    for i, t in enumerate(ins):
+        node, nr = _input_edge(t, "grad()", i)
+        captures.setdefault(node, []).append((nr, _store_fn(results, i)))
+    _execute(edges, grads, retain_graph, create_graph, captures, set(), accumulate=False)
+    if not allow_unused:
+        for i, r in enumerate(results):
+            if r is None:
+                raise RuntimeError(
+                    f"grad(): input {i} (shape {tuple(ins[i].shape)}) appears to not have been "
+                    "used in the graph of the outputs. Set allow_unused=True if this is the "
+                    "desired behavior."
+                )
+    if not create_graph:
+        results = [r if r is None or not r._requires_grad else r.detach() for r in results]
+    return tuple(results)
+
+
+def _store_fn(results: list, i: int) -> Callable[[Tensor], None]:
+    def store(g: Tensor) -> None:
+        results[i] = g if results[i] is None else results[i] + g
+
+    return store
+
+
+def accumulate_into(t: Tensor, g: Tensor | None) -> None:
+    """Add ``g`` into ``t.grad``: in place when no graph is being built, else out of place
+    (so that the sum is differentiable)."""
+    if g is None:
+        return
+    current = t.grad
+    if current is None:
+        if state.grad_enabled:
+            t.grad = g
+        else:
+            # a copy: the gradient array may be shared with other edges or the caller
+            t.grad = Tensor(g._data.copy())
+    elif state.grad_enabled or current._requires_grad:
+        t.grad = current + g
+    else:
+        np.add(current._data, g._data, out=current._data)
+        current._bump_version()
+
+
+_tiebreak = itertools.count()
+
+
+def _execute(
+    edges: list[Edge],
+    grads: list[Tensor],
+    keep_graph: bool,
+    create_graph: bool,
+    captures: dict[Node, list] | None,
+    exec_targets: set | None,
+    accumulate: bool,
+) -> None:
+    roots = []
+    buffers: dict[Node, list] = {}
+    for (node, nr), g in zip(edges, grads):
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * node.num_outputs
+            roots.append(node)
+        buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+    deps, seen = _dependencies(roots)
+    if captures is None:
+        runs = None  # everything runs
+        relevant = None
+    else:
+        runs = _nodes_to_run(roots, deps, seen, set(captures) | exec_targets, exec_targets)
+        relevant = runs | set(captures)
+
+    ready: list = []
+    for node in roots:
+        if not deps.get(node):
+            heapq.heappush(ready, (-node._sequence_nr, next(_tiebreak), node))
+
+    prev = state.grad_enabled
+    state.grad_enabled = create_graph
+    anomaly = state.anomaly
+    heappop, heappush = heapq.heappop, heapq.heappush
+    try:
+        while ready:
+            node = heappop(ready)[2]
+            buf = buffers.pop(node, None)
+            if buf is not None:
+                if node._hooks is not None or node.__class__ is AccumulateGrad:
+                    _tensor_hooks(node, buf, accumulate)
+                if captures is not None:
+                    for nr, fn in captures.get(node, ()):
+                        if buf[nr] is not None:
+                            fn(buf[nr])
+            if runs is not None and node not in runs:
+                continue
+            if buf is None:
+                out = (None,) * len(node.next_functions)
+            elif node._hooks is None and not anomaly:
+                out = node.apply(buf)
+                for g, m in zip(out, node._input_meta):
+                    if g is not None and (
+                        g.__class__ is not Tensor or g._data.shape != m[0] or g._data.dtype != m[1]
+                    ):
+                        out = _validate(node, out)
+                        break
+                else:
+                    if len(out) != len(node._input_meta):
+                        out = _validate(node, out)
+            else:
+                out = _run_node(node, buf, anomaly)
+            if not keep_graph:
+                node.release()
+            for (child, nr), g in zip(node.next_functions, out):
+                if child is None or (relevant is not None and child not in relevant):
+                    continue
+                if g is not None:
+                    cbuf = buffers.get(child)
+                    if cbuf is None:
+                        cbuf = buffers[child] = [None] * child.num_outputs
+                    cbuf[nr] = g if cbuf[nr] is None else cbuf[nr] + g
+                d = deps[child] - 1
+                deps[child] = d
+                if d == 0:
+                    heappush(ready, (-child._sequence_nr, next(_tiebreak), child))
+    finally:
+        state.grad_enabled = prev
+
+
+def _dependencies(roots: list[Node]) -> tuple[dict[Node, int], set]:
+    deps: dict[Node, int] = {}
+    seen = set(roots)
+    stack = list(roots)
+    while stack:
+        for child, _ in stack.pop().next_functions:
+            if child is None:
+                continue
+            deps[child] = deps.get(child, 0) + 1
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return deps, seen
+
+
+def _nodes_to_run(roots: list, deps: dict, seen: set, targets: set, exec_targets: set) -> set:
+    """The nodes on a path from a root to a target (NOTE [ Engine ] point 2)."""
+    indeg = dict(deps)
+    order = []
+    stack = [n for n in seen if not indeg.get(n)]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        for child, _ in node.next_functions:
+            if child is not None:
+                indeg[child] -= 1
+                if indeg[child] == 0:
+                    stack.append(child)
+    runs = set(exec_targets)
+    for node in reversed(order):
+        for child, _ in node.next_functions:
+            if child is not None and (child in runs or child in targets):
+                runs.add(node)
+                break
+    return runs
+
+
+def _tensor_hooks(node: Node, buf: list, accumulate: bool) -> None:
+    if node.__class__ is AccumulateGrad:
+        hooks = getattr(node.variable, "_hooks", None)
+        if hooks and buf[0] is not None:
+            buf[0] = _call_tensor_hooks(hooks, buf[0], node.variable.shape)
+        return
+    for nr, (hooks, retain) in node._hooks.tensor.items():
+        g = buf[nr]
+        if g is None:
+            continue
+        if hooks:
+            g = buf[nr] = _call_tensor_hooks(hooks, g, g.shape)
+        if accumulate:
+            for fn in list(retain):
+                fn(g)
+
+
+def _call_tensor_hooks(hooks: list, g: Tensor, shape: tuple) -> Tensor:
+    for fn in list(hooks):
+        r = fn(g)
+        if r is None:
+            continue
+        if not isinstance(r, Tensor) or r.shape != shape:
+            got = tuple(r.shape) if isinstance(r, Tensor) else type(r).__name__
+            raise RuntimeError(
+                f"hook {getattr(fn, '__name__', fn)!r} returned a gradient of shape {got} for "
+                f"a tensor of shape {tuple(shape)}; a tensor hook must return None or a Tensor "
+                "of the same shape"
+            )
+        g = r
+    return g
+
+
+def _run_node(node: Node, buf: list, anomaly: bool) -> tuple:
+    grads = tuple(buf)
+    hooks = node._hooks
+    if hooks is not None:
+        for fn in list(hooks.pre):
+            r = fn(grads)
+            if r is not None:
+                grads = tuple(r)
+    if anomaly:
+        from memgrad.autograd.anomaly import run_checked
+
+        out = run_checked(node, grads)
+    else:
+        out = node.apply(grads)
+    if hooks is not None:
+        for fn in list(hooks.post):
+            r = fn(out, grads)
+            if r is not None:
+                out = tuple(r)
+    return _validate(node, out)
+
+
+def _validate(node: Node, out: tuple) -> tuple:
+    meta = node._input_meta
+    if len(out) != len(meta):
+        raise RuntimeError(
+            f"{node.name()} returned {len(out)} gradients but its forward had {len(meta)} "
+            "inputs; return one gradient (or None) per input"
+        )
+    fixed = None
+    for i, g in enumerate(out):
+        if g is None:
+            continue
+        m = meta[i]
+        if m is None:
+            continue
+        shape, dtype = m
+        data = g._data if isinstance(g, Tensor) else None
+        if data is None:
+            raise TypeError(
+                f"{node.name()} returned a {type(g).__name__} as gradient {i}; expected a "
+                "Tensor or None"
+            )
+        if data.shape != shape:
+            raise RuntimeError(
+                f"{node.name()} returned an invalid gradient at index {i}: got shape "
+                f"{tuple(data.shape)} but expected shape {tuple(shape)} (the shape of input "
+                f"{i} of its forward)"
+            )
+        if data.dtype != dtype:
+            if fixed is None:
+                fixed = list(out)
+            fixed[i] = g.to(dtype)
+    return out if fixed is None else tuple(fixed)

@@ -1,0 +1,190 @@
+"""The backward graph: Node, AccumulateGrad, hooks, and saved-tensor hooks.
+
+A Node is the backward of one forward op. ``next_functions[i]`` is the edge ``(node,
+input_nr)`` that receives the gradient of the op's i-th input: the producer's grad_fn and
+the output number of that input, or a leaf's AccumulateGrad, or ``(None, 0)`` when the
+input needs no gradient.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from memgrad.autograd.grad_mode import state
+
+__all__ = ["Node", "AccumulateGrad", "RemovableHandle", "saved_tensors_hooks", "accumulator"]
+
+_RELEASED_MSG = (
+    "Trying to backward through the graph a second time (or to read saved tensors after "
+    "they were freed). Saved intermediate values are freed when you call .backward() or "
+    "autograd.grad(); pass retain_graph=True to the first call if you need to backward "
+    "through the graph again."
+)
+
+
+class RemovableHandle:
+    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
+
+    __slots__ = ("_hooks", "_fn")
+
+    def __init__(self, hooks: list, fn: Any) -> None:
+        self._hooks = hooks
+        self._fn = fn
+
+    def remove(self) -> None:
+        try:
+            self._hooks.remove(self._fn)
+        except ValueError:
+            pass
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+class _NodeHooks:
+    """A node's hooks, made on the first registration (most nodes have none)."""
+
+    __slots__ = ("pre", "post", "tensor")
+
+    def __init__(self) -> None:
+        self.pre: list = []
+        self.post: list = []
+        # output_nr -> (user hooks, retain_grad hooks); retain_grad sees the final gradient
+        self.tensor: dict[int, tuple[list, list]] = {}
+
+
+class Node:
+    """The backward of one forward op (the type of ``Tensor.grad_fn``).
+
+    Subclasses implement ``apply(grads)``: one gradient per forward output in, one per
+    ``next_functions`` entry out (None where no gradient flows).
+    """
+
+    __slots__ = ("next_functions", "_sequence_nr", "_hooks", "_input_meta", "_trace", "__weakref__")
+    num_outputs = 1
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} #{self._sequence_nr}>"
+
+    def apply(self, grads: tuple) -> tuple:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Free what this node saved for backward."""
+
+    def _hook_lists(self) -> _NodeHooks:
+        if self._hooks is None:
+            self._hooks = _NodeHooks()
+        return self._hooks
+
+    def register_hook(self, fn: Callable) -> RemovableHandle:
+        """``fn(grad_inputs, grad_outputs)`` runs after this node; a non-None return value
+        replaces ``grad_inputs``."""
+        hooks = self._hook_lists().post
+        hooks.append(fn)
+        return RemovableHandle(hooks, fn)
+
+    def register_prehook(self, fn: Callable) -> RemovableHandle:
+        """``fn(grad_outputs)`` runs before this node; a non-None return value replaces
+        ``grad_outputs``."""
+        hooks = self._hook_lists().pre
+        hooks.append(fn)
+        return RemovableHandle(hooks, fn)
+
+    def _add_tensor_hook(self, output_nr: int, fn: Callable, last: bool = False) -> RemovableHandle:
+        table = self._hook_lists().tensor
+        hooks, retain = table.setdefault(output_nr, ([], []))
+        target = retain if last else hooks
+        target.append(fn)
+        return RemovableHandle(target, fn)
+
+    def metadata_trace(self) -> str | None:
+        """Where the forward op was called (recorded in anomaly mode only)."""
+        return self._trace
+
+
+def _init_node(node: Node, next_functions: tuple, input_meta: tuple) -> None:
+    node.next_functions = next_functions
+    node._sequence_nr = next(_seq)
+    node._hooks = None
+    node._input_meta = input_meta
+    node._trace = _anomaly_trace() if state.anomaly else None
+
+
+def _anomaly_trace() -> str:
+    from memgrad.autograd.anomaly import forward_trace
+
+    return forward_trace()
+
+
+# One counter for all threads: increasing within each thread too, and `next` on it is
+# atomic under the GIL.
+_seq = itertools.count()
+
+
+class AccumulateGrad(Node):
+    """The sink of a leaf that requires grad: adds incoming gradients into ``.grad``."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable: Any) -> None:
+        _init_node(self, (), ())
+        # accumulators run as soon as they are ready (PyTorch gives them the largest number)
+        self._sequence_nr = sys.maxsize
+        self.variable = variable
+
+    def apply(self, grads: tuple) -> tuple:
+        from memgrad.autograd.engine import accumulate_into
+
+        accumulate_into(self.variable, grads[0])
+        return ()
+
+
+def accumulator(t: Any) -> AccumulateGrad:
+    """The one AccumulateGrad of leaf ``t``, shared by all its uses while a graph holds it."""
+    ref = t._acc
+    acc = ref() if ref is not None else None
+    if acc is None:
+        acc = AccumulateGrad(t)
+        t._acc = weakref.ref(acc)
+    return acc
+
+
+class saved_tensors_hooks:
+    """Context manager: every tensor saved for backward inside it is stored as
+    ``pack(tensor)`` and restored by ``unpack(packed)`` when backward needs it. Per thread;
+    the innermost pair applies.
+
+    Example:
+        >>> import memgrad as mg
+        >>> packed = []
+        >>> def pack(t):
+        ...     packed.append(t.shape)
+        ...     return t
+        >>> x = mg.ones(3, requires_grad=True)
+        >>> with mg.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        ...     y = x.exp()
+        >>> packed
+        [(3,)]
+    """
+
+    def __init__(self, pack_hook: Callable[[Any], Any], unpack_hook: Callable[[Any], Any]) -> None:
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self) -> saved_tensors_hooks:
+        state.saved_hooks = state.saved_hooks + ((self.pack_hook, self.unpack_hook),)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        state.saved_hooks = state.saved_hooks[:-1]

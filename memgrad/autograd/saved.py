@@ -1,0 +1,122 @@
+"""Tensors saved for backward, guarded by version counters.
+
+NOTE [ Saved tensors ]
+A node saves either one of its forward inputs or its own output. An input is kept as the
+Tensor object (its graph is needed for double backward). An output is kept as its array
+and version counter only, and rebuilt with ``grad_fn`` set to the owning node when
+unpacked: keeping the output Tensor would make a reference cycle node -> output -> node and
+delay freeing until the garbage collector runs, which would break memory accounting.
+Every saved tensor records the version it was saved at; unpacking one that was changed in
+place since raises. With ``saved_tensors_hooks`` active the pack hook's result is stored
+instead and version checks are the hooks' business, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from memgrad.autograd.grad_mode import state
+from memgrad.autograd.graph import accumulator
+from memgrad.tensor import Tensor
+
+__all__ = ["SavedTensor", "HookedSaved", "save"]
+
+
+class SavedTensor:
+    """A tensor saved without hooks: an input as its Tensor, an output as its array."""
+
+    __slots__ = ("_is_output", "_t", "_data", "_vc", "_version")
+
+    def __init__(self, t: Tensor, is_output: bool = False) -> None:
+        self._is_output = is_output
+        if is_output:
+            vc = t._version_counter()
+            self._data = t._data
+            self._vc = vc
+            self._version = vc.v
+        else:
+            self._t = t
+            vc = t._vc
+            self._version = 0 if vc is None else vc.v
+
+    def unpack(self, node: Any, op: str) -> Tensor:
+        """The saved tensor; ``node`` is the owner (the grad_fn of a saved output)."""
+        if self._is_output:
+            vc = self._vc
+            if vc.v != self._version:
+                _raise_modified(op, self._data, vc.v, self._version, f"output of {op}")
+            t = Tensor(self._data)
+            t._vc = vc
+            t.grad_fn = node
+            t._requires_grad = True
+            return t
+        t = self._t
+        vc = t._vc
+        if vc is not None and vc.v != self._version:
+            source = (
+                "a leaf" if t.grad_fn is None else f"output {t.output_nr} of {t.grad_fn.name()}"
+            )
+            _raise_modified(op, t._data, vc.v, self._version, source)
+        return t
+
+
+class HookedSaved(SavedTensor):
+    """A tensor saved under ``saved_tensors_hooks``: what ``pack`` returned."""
+
+    __slots__ = ("_packed", "_unpack", "_edge")
+
+    def __init__(self, t: Tensor, is_output: bool, hooks: tuple) -> None:
+        pack, self._unpack = hooks
+        self._is_output = is_output
+        self._packed = pack(t)
+        # the restored data is reconnected to the original graph position (double
+        # backward); only a leaf is kept, and a leaf that requires grad is kept alive by its
+        # AccumulateGrad anyway
+        if is_output or not t._requires_grad:
+            self._edge = None
+        else:
+            self._edge = (t.grad_fn, t.output_nr, t if t.grad_fn is None else None)
+
+    def unpack(self, node: Any, op: str) -> Tensor:
+        t = self._unpack(self._packed)
+        if not isinstance(t, Tensor):
+            raise TypeError(
+                f"saved_tensors_hooks: the unpack hook must return a Tensor; got {type(t).__name__}"
+            )
+        if self._is_output:
+            out = Tensor(t._data)
+            out.grad_fn = node
+            out._requires_grad = True
+            return out
+        if self._edge is None:
+            return t
+        grad_fn, output_nr, leaf = self._edge
+        if t is leaf or (t.grad_fn is grad_fn and grad_fn is not None and t.output_nr == output_nr):
+            return t
+        out = Tensor(t._data)
+        out._requires_grad = True
+        if leaf is None:
+            out.grad_fn = grad_fn
+            out.output_nr = output_nr
+        else:
+            out._acc = weakref.ref(accumulator(leaf))
+        return out
+
+
+def save(t: Tensor, is_output: bool = False) -> SavedTensor:
+    """Save ``t`` for backward, through the innermost saved-tensor hooks if any."""
+    hooks = state.saved_hooks
+    if hooks:
+        return HookedSaved(t, is_output, hooks[-1])
+    return SavedTensor(t, is_output)
+
+
+def _raise_modified(op: str, data: Any, now: int, saved: int, source: str) -> None:
+    raise RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: the {data.dtype} tensor of shape {tuple(data.shape)} saved by "
+        f"{op} ({source}) is at version {now}; expected version {saved} instead. Fix: do "
+        "the in-place change after backward, or use its out-of-place form (or .clone() "
+        "the tensor before changing it)."
+    )

@@ -1,0 +1,313 @@
+"""Elementwise primitives: arithmetic, unary math, comparisons, selection and casts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memgrad.ops.registry import primitive
+
+__all__ = [
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "neg",
+    "pow",
+    "exp",
+    "log",
+    "sqrt",
+    "abs",
+    "sign",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "tanh_backward",
+    "sigmoid_backward",
+    "maximum",
+    "minimum",
+    "clamp",
+    "where",
+    "to",
+    "clone",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "logical_not",
+]
+
+
+@primitive("add", broadcasting=True)
+def add(x, y):
+    return np.add(x, y)
+
+
+@add.vjp
+def _(g, out, needs, x, y):
+    return g if needs[0] else None, g if needs[1] else None
+
+
+@primitive("sub", broadcasting=True)
+def sub(x, y):
+    return np.subtract(x, y)
+
+
+@sub.vjp
+def _(g, out, needs, x, y):
+    return g if needs[0] else None, -g if needs[1] else None
+
+
+@primitive("mul", saves={"x": (1,), "y": (0,)}, broadcasting=True)
+def mul(x, y):
+    return np.multiply(x, y)
+
+
+@mul.vjp
+def _(g, out, needs, x, y):
+    return g * y if needs[0] else None, g * x if needs[1] else None
+
+
+@primitive("div", saves={"x": (1,), "y": (0, 1)}, broadcasting=True)
+def div(x, y):
+    return np.true_divide(x, y)
+
+
+@div.vjp
+def _(g, out, needs, x, y):
+    return g / y if needs[0] else None, -g * x / (y * y) if needs[1] else None
+
+
+@primitive("neg")
+def neg(x):
+    return np.negative(x)
+
+
+@neg.vjp
+def _(g, out, needs, x):
+    return (-g,)
+
+
+@primitive("pow", saves={"x": (0, 1), "y": (0,), "out": (1,)}, broadcasting=True)
+def pow(x, y):
+    return np.power(x, y)
+
+
+@pow.vjp
+def _(g, out, needs, x, y):
+    gx = g * y * x ** (y - 1) if needs[0] else None
+    gy = None
+    if needs[1]:
+        # d/dy x**y = x**y log x, taken as 0 where x == 0 (x**y is constant 0 there for y > 0)
+        gy = where(x == 0, 0.0, g * out * log(where(x == 0, 1.0, x)))
+    return gx, gy
+
+
+@primitive("exp", saves={"out": (0,)})
+def exp(x):
+    return np.exp(x)
+
+
+@exp.vjp
+def _(g, out, needs, x):
+    return (g * out,)
+
+
+@primitive("log", saves={"x": (0,)})
+def log(x):
+    return np.log(x)
+
+
+@log.vjp
+def _(g, out, needs, x):
+    return (g / x,)
+
+
+@primitive("sqrt", saves={"out": (0,)})
+def sqrt(x):
+    return np.sqrt(x)
+
+
+@sqrt.vjp
+def _(g, out, needs, x):
+    return (g / (out * 2),)
+
+
+@primitive("abs", saves={"x": (0,)})
+def abs(x):
+    return np.abs(x)
+
+
+@abs.vjp
+def _(g, out, needs, x):
+    return (g * sign(x),)
+
+
+@primitive("sign", differentiable=False)
+def sign(x):
+    return np.sign(x)
+
+
+@primitive("tanh", saves={"out": (0,)})
+def tanh(x):
+    return np.tanh(x)
+
+
+@tanh.vjp
+def _(g, out, needs, x):
+    return (tanh_backward(g, out),)
+
+
+@primitive("tanh_backward", saves={"g": (1,), "out": (0, 1)})
+def tanh_backward(g, out):
+    """``g * (1 - out**2)`` in one op: the backward of tanh, itself differentiable."""
+    return g * (1 - out * out)
+
+
+@tanh_backward.vjp
+def _(gg, _out, needs, g, out):
+    return (gg * (1 - out * out) if needs[0] else None, -2 * gg * g * out if needs[1] else None)
+
+
+@primitive("sigmoid", saves={"out": (0,)})
+def sigmoid(x):
+    # exact and overflow-free, unlike 1 / (1 + exp(-x)) for large negative x
+    return 0.5 * (1 + np.tanh(0.5 * x))
+
+
+@sigmoid.vjp
+def _(g, out, needs, x):
+    return (sigmoid_backward(g, out),)
+
+
+@primitive("sigmoid_backward", saves={"g": (1,), "out": (0, 1)})
+def sigmoid_backward(g, out):
+    """``g * out * (1 - out)`` in one op: the backward of sigmoid, itself differentiable."""
+    return g * out * (1 - out)
+
+
+@sigmoid_backward.vjp
+def _(gg, _out, needs, g, out):
+    return (
+        gg * out * (1 - out) if needs[0] else None,
+        gg * g * (1 - 2 * out) if needs[1] else None,
+    )
+
+
+@primitive("relu", saves={"out": (0,)})
+def relu(x):
+    return np.maximum(x, 0)
+
+
+@relu.vjp
+def _(g, out, needs, x):
+    return (where(out > 0, g, 0.0),)
+
+
+@primitive("maximum", saves={"x": (0, 1), "y": (0, 1)}, broadcasting=True)
+def maximum(x, y):
+    return np.maximum(x, y)
+
+
+@maximum.vjp
+def _(g, out, needs, x, y):
+    return _select_grads(g, needs, x > y, x == y)
+
+
+@primitive("minimum", saves={"x": (0, 1), "y": (0, 1)}, broadcasting=True)
+def minimum(x, y):
+    return np.minimum(x, y)
+
+
+@minimum.vjp
+def _(g, out, needs, x, y):
+    return _select_grads(g, needs, x < y, x == y)
+
+
+def _select_grads(g, needs, first, tie):
+    # the chosen input gets the gradient; a tie splits it evenly, as in PyTorch
+    half = g * 0.5
+    gx = where(first, g, where(tie, half, 0.0)) if needs[0] else None
+    gy = where(first, 0.0, where(tie, half, g)) if needs[1] else None
+    return gx, gy
+
+
+@primitive("clamp", saves={"x": (0,)})
+def clamp(x, *, min=None, max=None):
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    return np.clip(x, min, max)
+
+
+@clamp.vjp
+def _(g, out, needs, x, min=None, max=None):
+    # the gradient passes where min <= x <= max (bounds included, as in PyTorch)
+    inside = None
+    if min is not None:
+        inside = x >= min
+    if max is not None:
+        upper = x <= max
+        inside = upper if inside is None else logical_and(inside, upper)
+    return (where(inside, g, 0.0),)
+
+
+@primitive("where", saves={"cond": (1, 2)}, broadcasting=True)
+def where(cond, x, y):
+    return np.where(cond, x, y)
+
+
+@where.vjp
+def _(g, out, needs, cond, x, y):
+    return (
+        None,
+        where(cond, g, 0.0) if needs[1] else None,
+        where(cond, 0.0, g) if needs[2] else None,
+    )
+
+
+@primitive("to")
+def to(x, *, dtype):
+    return x.astype(dtype)
+
+
+@to.vjp
+def _(g, out, needs, x, dtype):
+    return (to(g, dtype=x.dtype),)
+
+
+@primitive("clone")
+def clone(x):
+    return np.array(x, copy=True)
+
+
+@clone.vjp
+def _(g, out, needs, x):
+    return (g,)
+
+
+def _comparison(name, ufunc):
+    def forward(x, y):
+        return ufunc(x, y)
+
+    forward.__name__ = name
+    return primitive(name, differentiable=False)(forward)
+
+
+eq = _comparison("eq", np.equal)
+ne = _comparison("ne", np.not_equal)
+lt = _comparison("lt", np.less)
+le = _comparison("le", np.less_equal)
+gt = _comparison("gt", np.greater)
+ge = _comparison("ge", np.greater_equal)
+logical_and = _comparison("logical_and", np.logical_and)
+logical_or = _comparison("logical_or", np.logical_or)
+logical_xor = _comparison("logical_xor", np.logical_xor)
+
+
+@primitive("logical_not", differentiable=False)
+def logical_not(x):
+    return np.logical_not(x)

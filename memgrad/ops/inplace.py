@@ -1,0 +1,176 @@
+"""In-place ops: ``add_``, ``mul_``, ..., ``t[index] = v``.
+
+NOTE [ Views and in-place ops ]
+An in-place op writes into the tensor's own array and bumps its version counter, which the
+tensor shares with its views and detached aliases; a saved tensor changed this way makes
+backward raise. When no gradient is involved (grad mode off, or nothing requires grad) that
+is all. Otherwise the op is recorded like its out-of-place form, applied to an alias that
+holds the tensor's old graph position, and the tensor is rebased onto the new node: it
+keeps its array and gets the new ``grad_fn``. Two cases would need PyTorch's view replay to
+stay correct and raise instead of giving a wrong gradient: an in-place op on a view of a
+tensor that requires grad, and using a view taken before its base was rebased (the shared
+counter's ``gen`` tells, checked by the dispatcher).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from memgrad.autograd.grad_mode import state
+from memgrad.ops import elementwise as ew
+from memgrad.ops.movement import index_put, normalize_index
+from memgrad.ops.registry import Primitive, apply, primitive
+from memgrad.tensor import Tensor
+
+__all__ = ["add_", "sub_", "mul_", "div_", "zero_", "fill_", "copy_", "clamp_", "relu_", "setitem"]
+
+
+def _inplace(
+    api: str,
+    t: Tensor,
+    prim: Primitive,
+    args: tuple,
+    params: dict,
+    direct: Callable[[np.ndarray], Any],
+) -> Tensor:
+    tensors = (t,) + tuple(a for a in args if isinstance(a, Tensor))
+    if not state.grad_enabled or not any(a._requires_grad for a in tensors):
+        _write(api, t, direct)
+        t._bump_version()
+        return t
+    if t.grad_fn is None and t._requires_grad:
+        raise RuntimeError(
+            f"{api}: a leaf Variable that requires grad is being used in an in-place "
+            "operation. Do the change under mg.no_grad() (as optimizers do), or work on a "
+            "clone: t = t.clone()."
+        )
+    if t._base is not None:
+        raise RuntimeError(
+            f"{api}: in-place changes to a view (here of shape {t.shape}) are not recorded "
+            "for autograd, so the gradient of its base would be wrong. Change the base "
+            "tensor itself, or make the view a copy first with .clone()."
+        )
+    old = Tensor(t._data)
+    old._vc = t._version_counter()
+    old.grad_fn = t.grad_fn
+    old.output_nr = t.output_nr
+    old._requires_grad = t._requires_grad
+    result = apply(prim, (old,) + args, params)
+    _write(api, t, lambda a: np.copyto(a, result._data, casting="same_kind"))
+    vc = t._vc
+    vc.v += 1
+    vc.gen += 1
+    t.grad_fn = result.grad_fn
+    t.output_nr = 0
+    t._requires_grad = True
+    return t
+
+
+def _write(api: str, t: Tensor, direct: Callable[[np.ndarray], Any]) -> None:
+    try:
+        direct(t._data)
+    except (ValueError, TypeError) as e:
+        if not t._data.flags.writeable:
+            raise RuntimeError(
+                f"{api}: this tensor of shape {t.shape} is read-only (an expand()ed view "
+                "shares one element between many positions); clone() it before changing it "
+                "in place"
+            ) from None
+        raise type(e)(f"{api}: {e} (tensor dtype {t.dtype}, shape {t.shape})") from None
+
+
+def _data(x: Any) -> Any:
+    return x._data if isinstance(x, Tensor) else x
+
+
+def _alpha(other: Any, alpha: Any) -> Any:
+    return other if alpha == 1 else other * alpha
+
+
+def add_(self: Tensor, other: Any, alpha: Any = 1) -> Tensor:
+    """In-place ``self += alpha * other``."""
+    other = _alpha(other, alpha)
+    return _inplace("add_", self, ew.add, (other,), {},
+                    lambda a: np.add(a, _data(other), out=a, casting="same_kind"))
+
+
+def sub_(self: Tensor, other: Any, alpha: Any = 1) -> Tensor:
+    """In-place ``self -= alpha * other``."""
+    other = _alpha(other, alpha)
+    return _inplace("sub_", self, ew.sub, (other,), {},
+                    lambda a: np.subtract(a, _data(other), out=a, casting="same_kind"))
+
+
+def mul_(self: Tensor, other: Any) -> Tensor:
+    """In-place ``self *= other``."""
+    return _inplace("mul_", self, ew.mul, (other,), {},
+                    lambda a: np.multiply(a, _data(other), out=a, casting="same_kind"))
+
+
+def div_(self: Tensor, other: Any) -> Tensor:
+    """In-place ``self /= other``."""
+    return _inplace("div_", self, ew.div, (other,), {},
+                    lambda a: np.true_divide(a, _data(other), out=a, casting="same_kind"))
+
+
+def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """In-place ``clamp``."""
+    return _inplace("clamp_", self, ew.clamp, (), {"min": min, "max": max},
+                    lambda a: np.clip(a, min, max, out=a))
+
+
+def relu_(self: Tensor) -> Tensor:
+    """In-place ``relu``."""
+    return _inplace("relu_", self, ew.relu, (), {}, lambda a: np.maximum(a, 0, out=a))
+
+
+@primitive("fill")
+def _fill(x, *, value):
+    return np.full_like(x, value)
+
+
+@_fill.vjp
+def _(g, out, needs, x, value):
+    return (None,)
+
+
+def fill_(self: Tensor, value: Any) -> Tensor:
+    """Fill with ``value`` in place (no gradient flows to the old values)."""
+    value = _data(value)
+    return _inplace("fill_", self, _fill, (), {"value": value}, lambda a: a.fill(value))
+
+
+def zero_(self: Tensor) -> Tensor:
+    """Fill with zeros in place."""
+    return fill_(self, 0)
+
+
+@primitive("copy", broadcasting=True)
+def _copy(x, src):
+    return np.broadcast_to(src, x.shape).astype(x.dtype)
+
+
+@_copy.vjp
+def _(g, out, needs, x, src):
+    return None, g if needs[1] else None
+
+
+def copy_(self: Tensor, src: Any) -> Tensor:
+    """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor."""
+    return _inplace("copy_", self, _copy, (src,), {},
+                    lambda a: np.copyto(a, _data(src), casting="unsafe"))
+
+
+def setitem(self: Tensor, index: Any, value: Any) -> None:
+    """``t[index] = value``, recorded for autograd when a gradient is involved."""
+    index = normalize_index(index)
+    if isinstance(value, Tensor) and value.dtype != self.dtype:
+        value = value.to(self.dtype)
+
+    def direct(a: np.ndarray) -> None:
+        a[index] = _data(value)
+
+    _inplace("__setitem__", self, index_put, (value,), {"index": index}, direct)

@@ -1,0 +1,365 @@
+"""Shape and indexing primitives (``reshape``, ``permute``, ``expand``, ``getitem``,
+``index_scatter``, ``index_put``, ``cat``) and the composites built on them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from memgrad.errors import ShapeError
+from memgrad.ops.reduce import normalize_dims, sum_to
+from memgrad.ops.registry import primitive
+from memgrad.tensor import Tensor
+
+__all__ = [
+    "reshape",
+    "view",
+    "permute",
+    "transpose",
+    "expand",
+    "squeeze",
+    "unsqueeze",
+    "flatten",
+    "getitem",
+    "index_scatter",
+    "index_put",
+    "cat",
+    "stack",
+    "chunk",
+    "split",
+    "normalize_index",
+    "shape_args",
+]
+
+
+def shape_args(shape: tuple, api: str) -> tuple[int, ...]:
+    """``f(2, 3)`` and ``f((2, 3))`` both mean shape (2, 3)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    for s in shape:
+        if not isinstance(s, (int, np.integer)):
+            raise TypeError(f"{api}: sizes must be ints, got {shape!r}")
+    return tuple(int(s) for s in shape)
+
+
+@primitive("reshape", view=True, kind="movement")
+def _reshape(x, *, shape):
+    return np.reshape(x, shape)
+
+
+@_reshape.vjp
+def _(g, out, needs, x, shape):
+    return (_reshape(g, shape=x.shape),)
+
+
+def reshape(input: Tensor, *shape) -> Tensor:
+    """A tensor with the same data in a new shape (a view when possible); -1 infers a size.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.arange(6).reshape(2, 3).shape
+        (2, 3)
+    """
+    return _reshape(input, shape=shape_args(shape, "reshape"))
+
+
+def view(input: Tensor, *shape) -> Tensor:
+    """As ``reshape``, but raises instead of copying when the data cannot be viewed."""
+    shape = shape_args(shape, "view")
+    try:
+        np.reshape(input._data, shape, copy=False)
+    except ValueError as e:
+        raise RuntimeError(
+            f"view: cannot view a tensor of shape {input.shape} (strides "
+            f"{input._data.strides}) as shape {shape} without copying ({e}); use .reshape(...) "
+            "instead"
+        ) from None
+    return _reshape(input, shape=shape)
+
+
+@primitive("permute", view=True, kind="movement")
+def _permute(x, *, dims):
+    return np.transpose(x, dims)
+
+
+@_permute.vjp
+def _(g, out, needs, x, dims):
+    return (_permute(g, dims=tuple(int(i) for i in np.argsort(dims))),)
+
+
+def permute(input: Tensor, *dims) -> Tensor:
+    """Reorder the dimensions (a view)."""
+    dims = shape_args(dims, "permute")
+    if sorted(d % max(input.ndim, 1) for d in dims) != list(range(input.ndim)):
+        raise ValueError(
+            f"permute: dims {dims} must be a permutation of the {input.ndim} dimensions of a "
+            f"tensor of shape {input.shape}"
+        )
+    return _permute(input, dims=tuple(d % input.ndim for d in dims))
+
+
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """Swap two dimensions (a view).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.zeros(2, 3).transpose(0, 1).shape
+        (3, 2)
+    """
+    if input.ndim < 2 and dim0 in (0, -1) and dim1 in (0, -1):
+        return _reshape(input, shape=input.shape)
+    d0, d1 = (normalize_dims(d, input.ndim, "transpose")[0] for d in (dim0, dim1))
+    dims = list(range(input.ndim))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return _permute(input, dims=tuple(dims))
+
+
+@primitive("expand", view=True, kind="movement")
+def _expand(x, *, shape):
+    return np.broadcast_to(x, shape)
+
+
+@_expand.vjp
+def _(g, out, needs, x, shape):
+    return (sum_to(g, shape=x.shape),)
+
+
+def expand(input: Tensor, *sizes) -> Tensor:
+    """Broadcast to a larger shape without copying; -1 keeps a size. The result is
+    read-only: in-place changes to it raise."""
+    sizes = shape_args(sizes, "expand")
+    lead = len(sizes) - input.ndim
+    if lead < 0:
+        raise ValueError(
+            f"expand: the number of sizes ({len(sizes)}) must be at least the number of "
+            f"dimensions of the tensor ({input.ndim})"
+        )
+    shape = tuple(
+        input.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes)
+    )
+    return _expand(input, shape=shape)
+
+
+def squeeze(input: Tensor, dim=None) -> Tensor:
+    """Remove dimensions of size 1 (all of them, or those in ``dim``)."""
+    if dim is None:
+        shape = tuple(s for s in input.shape if s != 1)
+    else:
+        dims = normalize_dims(dim, input.ndim, "squeeze") if input.ndim else ()
+        shape = tuple(s for i, s in enumerate(input.shape) if not (i in dims and s == 1))
+    return _reshape(input, shape=shape)
+
+
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    """Insert a dimension of size 1 at ``dim``."""
+    n = input.ndim + 1
+    if not -n <= dim < n:
+        raise IndexError(
+            f"unsqueeze: Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+            f"but got {dim})"
+        )
+    dim %= n
+    return _reshape(input, shape=input.shape[:dim] + (1,) + input.shape[dim:])
+
+
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge dimensions ``start_dim..end_dim`` into one."""
+    if input.ndim == 0:
+        return _reshape(input, shape=(1,))
+    s, e = (normalize_dims(d, input.ndim, "flatten")[0] for d in (start_dim, end_dim))
+    if s > e:
+        raise ValueError("flatten: start_dim must come before end_dim")
+    merged = int(np.prod(input.shape[s : e + 1]))
+    return _reshape(input, shape=input.shape[:s] + (merged,) + input.shape[e + 1 :])
+
+
+# ---------------------------------------------------------------------------- indexing
+
+
+def normalize_index(index) -> tuple:
+    """An index as a tuple NumPy understands (tensors and lists become arrays), ending in
+    ``...`` so that an integer index gives a 0-d view rather than a copied scalar."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    out = []
+    for i in index:
+        if isinstance(i, Tensor):
+            i = i._data
+        elif isinstance(i, list):
+            i = np.asarray(i)
+        if isinstance(i, np.ndarray) and i.dtype.kind not in "iub":
+            raise IndexError(
+                f"tensors used as indices must be long, int or bool tensors, got {i.dtype}"
+            )
+        out.append(i)
+    if not any(i is Ellipsis for i in out):
+        out.append(Ellipsis)
+    return tuple(out)
+
+
+def _is_basic(index: tuple) -> bool:
+    return all(
+        i is None
+        or i is Ellipsis
+        or isinstance(i, (int, np.integer, slice))
+        and not isinstance(i, bool)
+        for i in index
+    )
+
+
+@primitive("getitem", view=True, kind="movement")
+def getitem(x, *, index):
+    return x[index]
+
+
+@getitem.vjp
+def _(g, out, needs, x, index):
+    return (index_scatter(g, shape=x.shape, index=index),)
+
+
+@primitive("index_scatter", kind="movement")
+def index_scatter(g, *, shape, index):
+    """Zeros of ``shape`` with ``g`` added at ``index`` (repeated positions summed)."""
+    out = np.zeros(shape, dtype=g.dtype)
+    if _is_basic(index):
+        out[index] = g
+        return out
+    from memgrad._kernels.scatter import index_add_rows
+
+    rows = index[0]
+    if (
+        len(index) == 2
+        and isinstance(rows, np.ndarray)
+        and rows.dtype.kind in "iu"
+        and index[1] is Ellipsis
+        and len(shape) >= 1
+    ):
+        # x[idx] with one integer array on dim 0: add whole rows
+        n = shape[0]
+        rows = rows.ravel().astype(np.int64)
+        rows = np.where(rows < 0, rows + n, rows)
+        flat = out.reshape(n, -1)
+        index_add_rows(flat, rows, np.ascontiguousarray(g).reshape(rows.shape[0], flat.shape[1]))
+        return out
+    positions = np.arange(out.size, dtype=np.int64).reshape(shape)[index]
+    index_add_rows(out.reshape(-1, 1), positions.ravel(), np.ascontiguousarray(g).reshape(-1, 1))
+    return out
+
+
+@index_scatter.vjp
+def _(g, out, needs, x, shape, index):
+    return (getitem(g, index=index),)
+
+
+@primitive("index_put", kind="movement")
+def index_put(x, v, *, index):
+    """A copy of ``x`` with ``v`` written at ``index`` (the out-of-place ``x[index] = v``)."""
+    out = np.array(x, copy=True)
+    out[index] = v
+    return out
+
+
+@index_put.vjp
+def _(g, out, needs, x, v, index):
+    gx = index_put(g, 0.0, index=index) if needs[0] else None
+    gv = None
+    if needs[1]:
+        gv = getitem(g, index=index)
+        if gv.shape != v.shape:
+            gv = sum_to(gv, shape=v.shape)
+    return gx, gv
+
+
+@primitive("cat", kind="movement")
+def _cat(*xs, dim):
+    return np.concatenate(xs, axis=dim)
+
+
+@_cat.vjp
+def _(g, out, needs, *xs, dim):
+    grads = []
+    start = 0
+    lead = (slice(None),) * dim
+    for x, n in zip(xs, needs):
+        size = x.shape[dim]
+        grads.append(getitem(g, index=lead + (slice(start, start + size), Ellipsis)) if n else None)
+        start += size
+    return tuple(grads)
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Join tensors along an existing dimension.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.cat([mg.zeros(2, 3), mg.ones(1, 3)]).shape
+        (3, 3)
+    """
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: expected a non-empty list of Tensors")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"cat: expected Tensors, got {type(t).__name__} at position {i}")
+    first = tensors[0].shape
+    (d,) = normalize_dims(dim, len(first), "cat")
+    for i, t in enumerate(tensors):
+        if (
+            len(t.shape) != len(first)
+            or t.shape[:d] + t.shape[d + 1 :] != first[:d] + first[d + 1 :]
+        ):
+            raise ShapeError(
+                f"cat: tensor {i} has shape {t.shape} but tensor 0 has shape {first}; all "
+                f"sizes except dimension {d} must match"
+            )
+    return _cat(*tensors, dim=d)
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Join equally shaped tensors along a new dimension."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: expected a non-empty list of Tensors")
+    shape = tensors[0].shape
+    for i, t in enumerate(tensors):
+        if t.shape != shape:
+            raise ShapeError(
+                f"stack: expects each tensor to be equal size, but got {shape} at entry 0 and "
+                f"{t.shape} at entry {i}"
+            )
+    return cat([unsqueeze(t, dim) for t in tensors], dim)
+
+
+def split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
+    """Split into pieces of ``split_size`` (the last may be smaller) or of the given sizes."""
+    (d,) = normalize_dims(dim, input.ndim, "split")
+    n = input.shape[d]
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        step = int(split_size_or_sections)
+        if step <= 0:
+            raise ValueError(f"split: split_size must be positive, got {step}")
+        sizes = [min(step, n - s) for s in range(0, n, step)] or [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != n:
+            raise ValueError(
+                f"split: sizes {sizes} add up to {sum(sizes)} but dimension {d} has size {n}"
+            )
+    lead = (slice(None),) * d
+    pieces = []
+    start = 0
+    for s in sizes:
+        pieces.append(getitem(input, index=lead + (slice(start, start + s), Ellipsis)))
+        start += s
+    return tuple(pieces)
+
+
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """Split into ``chunks`` pieces of size ``ceil(n / chunks)`` (the last may be smaller), as
+    in PyTorch."""
+    if chunks <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    (d,) = normalize_dims(dim, input.ndim, "chunk")
+    n = input.shape[d]
+    return split(input, max(-(-n // chunks), 1), d)

@@ -1,0 +1,262 @@
+"""Reductions. ``sum``, ``amax``/``amin`` and ``sum_to`` are primitives; ``mean``, ``var``,
+``std``, ``logsumexp``, ``softmax`` and ``log_softmax`` are composites of primitives."""
+
+from __future__ import annotations
+
+import builtins
+from collections import namedtuple
+
+import numpy as np
+
+from memgrad.ops.elementwise import where
+from memgrad.ops.registry import primitive
+from memgrad.tensor import Tensor
+
+__all__ = [
+    "sum", "sum_to", "amax", "amin", "mean", "var", "std", "logsumexp", "softmax",
+    "log_softmax", "max", "min", "argmax", "argmin", "normalize_dims",
+]
+
+MaxResult = namedtuple("MaxResult", ["values", "indices"])
+
+
+def normalize_dims(dim, ndim: int, api: str) -> tuple[int, ...] | None:
+    """``dim`` (None, int or tuple, negatives allowed) as a sorted tuple of axes."""
+    if dim is None:
+        return None
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    out = []
+    span = builtins.max(ndim, 1)
+    lo, hi = -span, span - 1
+    for d in dims:
+        if not isinstance(d, (int, np.integer)):
+            raise TypeError(f"{api}: dim must be an int or a tuple of ints, got {dim!r}")
+        if not lo <= d <= hi:
+            raise IndexError(
+                f"{api}: Dimension out of range (expected to be in range of [{lo}, {hi}], "
+                f"but got {d})"
+            )
+        out.append(int(d) % span)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{api}: dim {dim!r} names a dimension twice")
+    return tuple(sorted(out))
+
+
+def _kept_shape(shape: tuple, dims: tuple | None) -> tuple:
+    if dims is None:
+        return (1,) * len(shape)
+    return tuple(1 if i in dims else s for i, s in enumerate(shape))
+
+
+@primitive("sum", kind="reduce")
+def _sum(x, *, dim, keepdim):
+    if x.ndim == 0:
+        return np.array(x, copy=True)
+    return np.sum(x, axis=dim, keepdims=keepdim)
+
+
+@_sum.vjp
+def _(g, out, needs, x, dim, keepdim):
+    if not keepdim and x.ndim:
+        g = g.reshape(_kept_shape(x.shape, dim))
+    return (g.expand(x.shape),)
+
+
+def sum(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Sum over ``dim`` (an int, a tuple, or None for all).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.ones(2, 3).sum(dim=1)
+        tensor([3., 3.])
+    """
+    return _sum(input, dim=normalize_dims(dim, input.ndim, "sum"), keepdim=bool(keepdim))
+
+
+@primitive("sum_to", kind="reduce")
+def sum_to(x, *, shape):
+    lead = x.ndim - len(shape)
+    if lead < 0:
+        raise ValueError(f"cannot sum shape {x.shape} to the larger shape {shape}")
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1
+    )
+    r = np.sum(x, axis=axes, keepdims=True) if axes else x
+    return r.reshape(shape)
+
+
+@sum_to.vjp
+def _(g, out, needs, x, shape):
+    return (g.expand(x.shape),)
+
+
+def _extreme(name, np_fn):
+    def forward(x, *, dim, keepdim):
+        return np_fn(x, axis=dim, keepdims=keepdim)
+
+    forward.__name__ = name
+    prim = primitive(name, saves={"x": (0,), "out": (0,)}, kind="reduce")(forward)
+
+    @prim.vjp
+    def _(g, out, needs, x, dim, keepdim):
+        # the gradient goes to the elements equal to the result, split evenly among ties
+        if not keepdim and x.ndim:
+            shape = _kept_shape(x.shape, dim)
+            g = g.reshape(shape)
+            out = out.reshape(shape)
+        hit = x == out
+        count = Tensor(np.sum(hit._data, axis=dim, keepdims=True, dtype=x.dtype))
+        return (where(hit, g / count, 0.0),)
+
+    return prim
+
+
+_amax = _extreme("amax", np.max)
+_amin = _extreme("amin", np.min)
+
+
+def amax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """The largest values over ``dim`` (ties share the gradient evenly)."""
+    _nonempty(input, "amax")
+    return _amax(input, dim=normalize_dims(dim, input.ndim, "amax"), keepdim=bool(keepdim))
+
+
+def amin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """The smallest values over ``dim`` (ties share the gradient evenly)."""
+    _nonempty(input, "amin")
+    return _amin(input, dim=normalize_dims(dim, input.ndim, "amin"), keepdim=bool(keepdim))
+
+
+def _nonempty(input: Tensor, api: str) -> None:
+    if input.numel() == 0:
+        raise RuntimeError(f"{api}(): cannot reduce an empty tensor of shape {input.shape}")
+
+
+def max(input: Tensor, dim=None, keepdim: bool = False):
+    """``max(t)``: the largest element. ``max(t, dim)``: a ``(values, indices)`` pair as in
+    PyTorch. ``max(a, b)``: elementwise, as ``maximum``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> v, i = mg.tensor([[1.0, 5.0], [7.0, 2.0]]).max(dim=1)
+        >>> v, i
+        (tensor([5., 7.]), tensor([1, 0]))
+    """
+    return _max_min(input, dim, keepdim, amax, argmax, "max")
+
+
+def min(input: Tensor, dim=None, keepdim: bool = False):
+    """As ``max``, for the smallest values."""
+    return _max_min(input, dim, keepdim, amin, argmin, "min")
+
+
+def _max_min(input, dim, keepdim, reduce_fn, arg_fn, api):
+    from memgrad.ops.elementwise import maximum, minimum
+
+    if isinstance(dim, Tensor):
+        return (maximum if api == "max" else minimum)(input, dim)
+    if dim is None:
+        return reduce_fn(input)
+    if not isinstance(dim, (int, np.integer)):
+        return reduce_fn(input, dim, keepdim)
+    return MaxResult(reduce_fn(input, dim, keepdim), arg_fn(input, dim, keepdim))
+
+
+def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Index of the largest element over ``dim`` (flattened when ``dim`` is None)."""
+    return _arg(input, dim, keepdim, np.argmax, "argmax")
+
+
+def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Index of the smallest element over ``dim`` (flattened when ``dim`` is None)."""
+    return _arg(input, dim, keepdim, np.argmin, "argmin")
+
+
+def _arg(input, dim, keepdim, fn, api):
+    _nonempty(input, api)
+    if dim is None:
+        r = fn(input._data)
+        return Tensor(np.asarray(r, dtype=np.int64).reshape((1,) * input.ndim if keepdim else ()))
+    (d,) = normalize_dims(dim, input.ndim, api)
+    return Tensor(np.asarray(fn(input._data, axis=d, keepdims=keepdim), dtype=np.int64))
+
+
+def mean(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Mean over ``dim``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.tensor([1.0, 2.0, 6.0]).mean().item()
+        3.0
+    """
+    dims = normalize_dims(dim, input.ndim, "mean")
+    return sum(input, dims, keepdim) / _count(input.shape, dims)
+
+
+def _count(shape, dims) -> int:
+    n = 1
+    for i, s in enumerate(shape):
+        if dims is None or i in dims:
+            n *= s
+    return n
+
+
+def var(input: Tensor, dim=None, keepdim: bool = False, *, unbiased=None, correction=None):
+    """Variance over ``dim`` with Bessel's correction (``correction=1``) by default.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.tensor([1.0, 2.0, 3.0]).var().item()
+        1.0
+    """
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    dims = normalize_dims(dim, input.ndim, "var")
+    d = input - mean(input, dims, keepdim=True)
+    return sum(d * d, dims, keepdim) / builtins.max(_count(input.shape, dims) - correction, 0)
+
+
+
+def std(input: Tensor, dim=None, keepdim: bool = False, *, unbiased=None, correction=None):
+    """Standard deviation over ``dim`` (the square root of ``var``)."""
+    return var(input, dim, keepdim, unbiased=unbiased, correction=correction).sqrt()
+
+
+def logsumexp(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(input)))`` over ``dim``, computed without overflow.
+
+    Example:
+        >>> import memgrad as mg
+        >>> round(mg.tensor([0.0, 0.0]).logsumexp(dim=0).item(), 4)
+        0.6931
+    """
+    dims = normalize_dims(dim, input.ndim, "logsumexp")
+    m = _shift(input, dims)
+    r = sum((input - m).exp(), dims, keepdim=True).log() + m
+    if not keepdim:
+        r = r.reshape(tuple(s for i, s in enumerate(r.shape) if dims is not None and i not in dims))
+    return r
+
+
+def _shift(input: Tensor, dims) -> Tensor:
+    # a constant shift by the max (no gradient flows through it); rows of -inf shift by 0
+    m = np.max(input._data, axis=dims, keepdims=True) if input.ndim else input._data
+    return Tensor(np.where(np.isfinite(m), m, 0).astype(input.dtype, copy=False))
+
+
+def softmax(input: Tensor, dim: int) -> Tensor:
+    """Softmax over ``dim``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.tensor([0.0, 0.0]).softmax(dim=0)
+        tensor([0.5, 0.5])
+    """
+    dims = normalize_dims(dim, input.ndim, "softmax")
+    e = (input - _shift(input, dims)).exp()
+    return e / sum(e, dims, keepdim=True)
+
+
+def log_softmax(input: Tensor, dim: int) -> Tensor:
+    """``log(softmax(input, dim))``, computed stably."""
+    return input - logsumexp(input, dim, keepdim=True)

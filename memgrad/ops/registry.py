@@ -1,0 +1,310 @@
+"""The op table: one record per differentiable primitive, and the dispatcher that runs one.
+
+NOTE [ One op, one place ]
+A primitive is declared once, with its forward (NumPy arrays in, one array out), its VJP
+(written with memgrad ops, so that ``create_graph=True`` records a graph and higher
+derivatives work) and what it saves for backward. The engine, checkpoint policies, the
+memory report, the tracer and the tests all read the same record.
+
+``saves`` maps a saved value to the inputs whose gradients need it: ``{"x": (1,)}`` keeps
+input ``x`` only when input 1 needs a gradient, ``{"out": (0,)}`` keeps the output only when
+input 0 does. An input that is not saved reaches the VJP as a ``Meta`` (shape, dtype and
+ndim only), so a VJP can always read ``x.shape``.
+
+A VJP has the signature ``vjp(g, out, needs, *inputs, **params)`` and returns one gradient
+per input (None where ``needs`` is False or the gradient is zero). For a primitive declared
+with ``broadcasting=True`` the dispatcher sums each gradient back to its input's shape, so
+its VJP may return the broadcast shape.
+
+Python scalars stay Python scalars (NumPy's weak scalar promotion then keeps float32 data
+float32); they are constants: never saved, never differentiated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from memgrad.autograd.grad_mode import state
+from memgrad.autograd.graph import _RELEASED_MSG, Node, _anomaly_trace, _seq, accumulator
+from memgrad.autograd.saved import SavedTensor, save
+from memgrad.errors import ShapeError
+from memgrad.tensor import Tensor
+
+__all__ = ["Primitive", "primitive", "REGISTRY", "Meta", "OpNode", "apply"]
+
+REGISTRY: dict[str, Primitive] = {}
+
+
+
+class Meta:
+    """Stands in for an input that was not saved: its shape and dtype only."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple, dtype: np.dtype) -> None:
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+class Primitive:
+    """One entry of the op table."""
+
+    __slots__ = (
+        "name",
+        "forward",
+        "vjp_fn",
+        "save_inputs",
+        "save_out",
+        "broadcasting",
+        "view",
+        "kind",
+        "nargs",
+        "node_name",
+        "differentiable",
+        "inputs",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        forward: Callable,
+        saves: dict[str, tuple[int, ...]],
+        broadcasting: bool,
+        view: bool,
+        kind: str,
+        differentiable: bool,
+    ) -> None:
+        import inspect
+
+        self.name = name
+        self.forward = forward
+        self.vjp_fn: Callable | None = None
+        self.broadcasting = broadcasting
+        self.view = view
+        self.kind = kind
+        self.differentiable = differentiable
+        self.node_name = "".join(p.capitalize() for p in name.split("_")) + "Backward"
+        params = inspect.signature(forward).parameters.values()
+        names = []
+        variadic = False
+        for p in params:
+            if p.kind is p.VAR_POSITIONAL:
+                variadic = True
+            elif p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty:
+                names.append(p.name)
+        self.inputs = tuple(names)
+        self.nargs = None if variadic else len(names)
+        save_inputs = []
+        self.save_out: tuple[int, ...] | None = None
+        for key, needed_by in saves.items():
+            if key == "out":
+                self.save_out = tuple(needed_by)
+            elif variadic:
+                raise ValueError(f"primitive {name}: a variadic primitive cannot save inputs")
+            else:
+                save_inputs.append((names.index(key), tuple(needed_by)))
+        self.save_inputs = tuple(save_inputs)
+
+    def vjp(self, fn: Callable) -> Callable:
+        """Decorator: declare the VJP of this primitive."""
+        self.vjp_fn = fn
+        return fn
+
+    def __call__(self, *args: Any, **params: Any) -> Tensor:
+        return apply(self, args, params)
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+def primitive(
+    name: str,
+    saves: dict[str, tuple[int, ...]] | None = None,
+    broadcasting: bool = False,
+    view: bool = False,
+    kind: str = "elementwise",
+    differentiable: bool = True,
+) -> Callable[[Callable], Primitive]:
+    """Declare a primitive from its forward function (NumPy arrays in, one array out).
+
+    ``kind`` groups primitives for checkpoint policies (``"matmul"``, ``"elementwise"``,
+    ``"reduce"``, ``"movement"``...). ``view=True`` marks a forward that returns a view of
+    its first input. ``differentiable=False`` marks ops (comparisons, argmax) whose outputs
+    never require grad.
+    """
+
+    def wrap(forward: Callable) -> Primitive:
+        if name in REGISTRY:
+            raise ValueError(f"primitive {name!r} is declared twice")
+        prim = Primitive(name, forward, saves or {}, broadcasting, view, kind, differentiable)
+        REGISTRY[name] = prim
+        return prim
+
+    return wrap
+
+
+_RELEASED: list = []
+
+
+class OpNode(Node):
+    """The backward of one primitive call.
+
+    ``_saved`` has one entry per input: a SavedTensor, a Python scalar constant, or None
+    for a tensor that was not saved (the VJP gets its Meta).
+    """
+
+    __slots__ = ("prim", "_saved", "_out_saved", "_needs", "_params", "_has_saved")
+
+    def name(self) -> str:
+        return self.prim.node_name
+
+    def apply(self, grads: tuple) -> tuple:
+        prim = self.prim
+        saved = self._saved
+        if saved is _RELEASED:
+            raise RuntimeError(_RELEASED_MSG)
+        inputs = []
+        for s, m in zip(saved, self._input_meta):
+            if s is None:
+                inputs.append(Meta(m[0], m[1]) if m is not None else None)
+            elif isinstance(s, SavedTensor):
+                inputs.append(s.unpack(self, prim.node_name))
+            else:
+                inputs.append(s)
+        out = self._out_saved
+        if out is not None:
+            out = out.unpack(self, prim.node_name)
+        if self._params:
+            result = prim.vjp_fn(grads[0], out, self._needs, *inputs, **self._params)
+        else:
+            result = prim.vjp_fn(grads[0], out, self._needs, *inputs)
+        if prim.broadcasting:
+            fixed = []
+            for r, m in zip(result, self._input_meta):
+                if r is not None and r._data.shape != m[0]:
+                    r = r.sum_to(m[0])
+                fixed.append(r)
+            return fixed
+        return result
+
+    def release(self) -> None:
+        # only a node that saved tensors refuses a second backward (as in PyTorch)
+        if self._has_saved:
+            self._saved = _RELEASED
+            self._out_saved = None
+
+
+def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
+    """Run primitive ``prim`` on ``args`` (tensors and Python scalars), recording a node
+    when grad mode is on and an input requires grad."""
+    datas = []
+    grad = False
+    for a in args:
+        if isinstance(a, Tensor):
+            datas.append(a._data)
+            if a._requires_grad:
+                grad = True
+        else:
+            datas.append(a)
+    try:
+        out_data = prim.forward(*datas, **params) if params else prim.forward(*datas)
+    except (ValueError, IndexError, TypeError) as e:
+        raise _op_error(prim, args, e) from e
+    out = Tensor(out_data)
+    if prim.view:
+        _make_view(out, args[0])
+    if not grad or not state.grad_enabled or not prim.differentiable:
+        return out
+    if out._data.dtype.kind != "f":
+        return out
+    edges = []
+    meta = []
+    needs = []
+    saved = []
+    for a in args:
+        if isinstance(a, Tensor):
+            meta.append((a._data.shape, a._data.dtype))
+            saved.append(None)
+            if a._requires_grad:
+                needs.append(True)
+                fn = a.grad_fn
+                if fn is not None:
+                    if a._base is not None and a._vc.gen != a._view_gen:
+                        _raise_stale_view(prim, a)
+                    edges.append((fn, a.output_nr))
+                else:
+                    edges.append((accumulator(a), 0))
+            else:
+                needs.append(False)
+                edges.append(_NO_EDGE)
+        else:
+            meta.append(None)
+            saved.append(a)  # scalars reach the VJP as values
+            needs.append(False)
+            edges.append(_NO_EDGE)
+    node = OpNode.__new__(OpNode)
+    node.next_functions = tuple(edges)
+    node._sequence_nr = next(_seq)
+    node._hooks = None
+    node._input_meta = tuple(meta)
+    node._trace = _anomaly_trace() if state.anomaly else None
+    node.prim = prim
+    node._needs = needs
+    node._params = params
+    out.grad_fn = node
+    out._requires_grad = True
+    has_saved = False
+    for i, needed_by in prim.save_inputs:
+        for j in needed_by:
+            if needs[j]:
+                a = args[i]
+                if isinstance(a, Tensor):
+                    saved[i] = save(a)
+                    has_saved = True
+                break
+    node._saved = saved
+    node._out_saved = None
+    if prim.save_out is not None:
+        for j in prim.save_out:
+            if needs[j]:
+                node._out_saved = save(out, True)
+                has_saved = True
+                break
+    node._has_saved = has_saved
+    return out
+
+
+_NO_EDGE = (None, 0)
+
+
+def _make_view(out: Tensor, base: Tensor) -> None:
+    if not np.may_share_memory(out._data, base._data):
+        return
+    vc = base._version_counter()
+    out._vc = vc
+    out._base = base._base if base._base is not None else base
+    out._view_gen = vc.gen
+
+
+def _raise_stale_view(prim: Primitive, a: Tensor) -> None:
+    raise RuntimeError(
+        f"{prim.name}: an input of shape {tuple(a.shape)} is a view of a tensor that was "
+        "changed in place after the view was taken, so the view's recorded graph is out of "
+        "date and its gradient would be wrong. Take the view again after the in-place change, "
+        "or make the change out of place."
+    )
+
+
+def _op_error(prim: Primitive, args: tuple, e: Exception) -> Exception:
+    shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, Tensor) else repr(a) for a in args)
+    text = str(e)
+    if isinstance(e, ValueError) and ("broadcast" in text or "shape" in text or "align" in text):
+        return ShapeError(f"{prim.name}: input shapes {shapes} do not fit: {text}")
+    return type(e)(f"{prim.name}: {text} (inputs: {shapes})")
