@@ -122,8 +122,14 @@ def backward(
         if edge[0].__class__ is AccumulateGrad:
             exec_targets.add(edge[0])
         else:
-            captures.setdefault(edge[0], []).append((edge[1], _accumulate_fn(t)))
+            # a tensor that retains grad gets it from its retain_grad hook
+            fn = _ignore if getattr(t, "_retains_grad", False) else _accumulate_fn(t)
+            captures.setdefault(edge[0], []).append((edge[1], fn))
     _execute(edges, grads, retain_graph, create_graph, captures, exec_targets, accumulate=True)
+
+
+def _ignore(g: Tensor) -> None:
+    return None
 
 
 def _accumulate_fn(t: Tensor) -> Callable[[Tensor], None]:

@@ -162,15 +162,15 @@ def _(g, out, needs, x):
     return (tanh_backward(g, out),)
 
 
-@primitive("tanh_backward", saves={"g": (1,), "out": (0, 1)})
-def tanh_backward(g, out):
-    """``g * (1 - out**2)`` in one op: the backward of tanh, itself differentiable."""
-    return g * (1 - out * out)
+@primitive("tanh_backward", saves={"g": (1,), "y": (0, 1)})
+def tanh_backward(g, y):
+    """``g * (1 - y**2)`` for ``y = tanh(x)`` in one op; itself differentiable."""
+    return g * (1 - y * y)
 
 
 @tanh_backward.vjp
-def _(gg, _out, needs, g, out):
-    return (gg * (1 - out * out) if needs[0] else None, -2 * gg * g * out if needs[1] else None)
+def _(gg, out, needs, g, y):
+    return (gg * (1 - y * y) if needs[0] else None, -2 * gg * g * y if needs[1] else None)
 
 
 @primitive("sigmoid", saves={"out": (0,)})
@@ -184,17 +184,17 @@ def _(g, out, needs, x):
     return (sigmoid_backward(g, out),)
 
 
-@primitive("sigmoid_backward", saves={"g": (1,), "out": (0, 1)})
-def sigmoid_backward(g, out):
-    """``g * out * (1 - out)`` in one op: the backward of sigmoid, itself differentiable."""
-    return g * out * (1 - out)
+@primitive("sigmoid_backward", saves={"g": (1,), "y": (0, 1)})
+def sigmoid_backward(g, y):
+    """``g * y * (1 - y)`` for ``y = sigmoid(x)`` in one op; itself differentiable."""
+    return g * y * (1 - y)
 
 
 @sigmoid_backward.vjp
-def _(gg, _out, needs, g, out):
+def _(gg, out, needs, g, y):
     return (
-        gg * out * (1 - out) if needs[0] else None,
-        gg * g * (1 - 2 * out) if needs[1] else None,
+        gg * y * (1 - y) if needs[0] else None,
+        gg * g * (1 - 2 * y) if needs[1] else None,
     )
 
 

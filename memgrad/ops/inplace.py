@@ -53,14 +53,19 @@ def _inplace(
             "for autograd, so the gradient of its base would be wrong. Change the base "
             "tensor itself, or make the view a copy first with .clone()."
         )
-    old = Tensor(t._data)
-    old._vc = t._version_counter()
+    needs = [t._requires_grad] + [isinstance(a, Tensor) and a._requires_grad for a in args]
+    if any(i == 0 and any(needs[j] for j in by) for i, by in prim.save_inputs):
+        # the backward needs the old values, which the write below overwrites: keep a copy
+        old = Tensor(t._data.copy())
+    else:
+        old = Tensor(t._data)
+        old._vc = t._version_counter()
     old.grad_fn = t.grad_fn
     old.output_nr = t.output_nr
     old._requires_grad = t._requires_grad
     result = apply(prim, (old,) + args, params)
     _write(api, t, lambda a: np.copyto(a, result._data, casting="same_kind"))
-    vc = t._vc
+    vc = t._version_counter()
     vc.v += 1
     vc.gen += 1
     t.grad_fn = result.grad_fn
@@ -79,7 +84,8 @@ def _write(api: str, t: Tensor, direct: Callable[[np.ndarray], Any]) -> None:
                 "shares one element between many positions); clone() it before changing it "
                 "in place"
             ) from None
-        raise type(e)(f"{api}: {e} (tensor dtype {t.dtype}, shape {t.shape})") from None
+        kind = TypeError if isinstance(e, TypeError) else ValueError
+        raise kind(f"{api}: {e} (tensor dtype {t.dtype}, shape {t.shape})") from None
 
 
 def _data(x: Any) -> Any:

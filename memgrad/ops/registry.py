@@ -95,6 +95,8 @@ class Primitive:
         names = []
         variadic = False
         for p in params:
+            if p.name == "out":
+                raise ValueError(f"primitive {name}: 'out' names the output; rename that input")
             if p.kind is p.VAR_POSITIONAL:
                 variadic = True
             elif p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty:
@@ -108,6 +110,8 @@ class Primitive:
                 self.save_out = tuple(needed_by)
             elif variadic:
                 raise ValueError(f"primitive {name}: a variadic primitive cannot save inputs")
+            elif key not in names:
+                raise ValueError(f"primitive {name}: saves {key!r}, which is not an input name")
             else:
                 save_inputs.append((names.index(key), tuple(needed_by)))
         self.save_inputs = tuple(save_inputs)
@@ -307,4 +311,5 @@ def _op_error(prim: Primitive, args: tuple, e: Exception) -> Exception:
     text = str(e)
     if isinstance(e, ValueError) and ("broadcast" in text or "shape" in text or "align" in text):
         return ShapeError(f"{prim.name}: input shapes {shapes} do not fit: {text}")
-    return type(e)(f"{prim.name}: {text} (inputs: {shapes})")
+    kind = next(k for k in (IndexError, TypeError, ValueError) if isinstance(e, k))
+    return kind(f"{prim.name}: {text} (inputs: {shapes})")

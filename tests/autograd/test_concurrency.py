@@ -1,0 +1,74 @@
+"""Threads and fork: backward on separate graphs at once, and in a forked child."""
+
+import multiprocessing as mp
+import threading
+
+import numpy as np
+import pytest
+
+import memgrad as mg
+
+
+def _grads(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = mg.tensor(rng.standard_normal((8, 5)), requires_grad=True)
+    w = mg.tensor(rng.standard_normal((5, 3)), requires_grad=True)
+    idx = mg.tensor([0, 2, 2, 7])
+    y = ((x @ w).tanh()[idx] ** 2).sum()
+    y.backward()
+    return x.grad.numpy().copy(), w.grad.numpy().copy()
+
+
+def _reference(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((8, 5))
+    w = rng.standard_normal((5, 3))
+    t = np.tanh(x @ w)
+    g_t = np.zeros_like(t)
+    for i in [0, 2, 2, 7]:
+        g_t[i] += 2 * t[i]
+    g_h = g_t * (1 - t**2)
+    return g_h @ w.T, x.T @ g_h
+
+
+def test_threads_run_backward_on_separate_graphs():
+    results = {}
+    errors = []
+
+    def worker(seed):
+        try:
+            for _ in range(20):
+                results[seed] = _grads(seed)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for seed, (gx, gw) in results.items():
+        rx, rw = _reference(seed)
+        np.testing.assert_allclose(gx, rx, rtol=1e-12)
+        np.testing.assert_allclose(gw, rw, rtol=1e-12)
+
+
+def _child(queue):
+    queue.put(_grads(3))
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
+def test_backward_in_forked_child_after_parent_ran_backward():
+    parent = _grads(3)  # the parent has run backward (and compiled the scatter kernel)
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(queue,))
+    proc.start()
+    child = queue.get(timeout=60)
+    proc.join(timeout=60)
+    assert proc.exitcode == 0
+    np.testing.assert_array_equal(child[0], parent[0])
+    np.testing.assert_array_equal(child[1], parent[1])
+    rx, rw = _reference(3)
+    np.testing.assert_allclose(child[0], rx, rtol=1e-12)
