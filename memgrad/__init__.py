@@ -8,7 +8,7 @@ Example:
     tensor([2., 4.])
 """
 
-from memgrad import autograd, random
+from memgrad import _kernels, autograd, random  # noqa: F401  (_kernels: fork safety)
 from memgrad.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from memgrad.errors import (
     CheckpointError,

@@ -72,3 +72,42 @@ def test_backward_in_forked_child_after_parent_ran_backward():
     np.testing.assert_array_equal(child[1], parent[1])
     rx, rw = _reference(3)
     np.testing.assert_allclose(child[0], rx, rtol=1e-12)
+
+
+def _compile_in_child(queue):
+    from memgrad._kernels.scatter import index_add_rows
+
+    out = index_add_rows(
+        np.zeros((2, 1), np.float32), np.array([1, 1], np.int32), np.ones((2, 1), np.float32)
+    )
+    queue.put(out.tolist())
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
+def test_fork_while_another_thread_holds_numba_compiler_lock():
+    from numba.core.compiler_lock import global_compiler_lock
+
+    held = threading.Event()
+    done = threading.Event()
+
+    def holder():
+        with global_compiler_lock:
+            held.set()
+            done.wait(30)
+
+    th = threading.Thread(target=holder)
+    th.start()
+    held.wait(10)
+    try:
+        ctx = mp.get_context("fork")
+        queue = ctx.Queue()
+        proc = ctx.Process(target=_compile_in_child, args=(queue,))
+        proc.start()
+        proc.join(timeout=120)
+        if proc.is_alive():  # pragma: no cover - the failure this test guards against
+            proc.kill()
+            pytest.fail("the forked child hung compiling a kernel")
+        assert queue.get(timeout=5) == [[0.0], [2.0]]
+    finally:
+        done.set()
+        th.join()
