@@ -251,7 +251,10 @@ def _execute(
         runs = _nodes_to_run(roots, deps, seen, set(captures) | exec_targets, exec_targets)
         relevant = runs | set(captures)
 
+    # `ready` is a heap of (-sequence_nr, tiebreak, node); `nxt` holds the one ready node
+    # while the heap is empty, which spares a chain-shaped graph all heap operations
     ready: list = []
+    nxt = None
     for node in roots:
         if not deps.get(node):
             heapq.heappush(ready, (-node._sequence_nr, next(_tiebreak), node))
@@ -261,8 +264,14 @@ def _execute(
     anomaly = state.anomaly
     heappop, heappush = heapq.heappop, heapq.heappush
     try:
-        while ready:
-            node = heappop(ready)[2]
+        while True:
+            if nxt is not None:
+                node = nxt
+                nxt = None
+            elif ready:
+                node = heappop(ready)[2]
+            else:
+                break
             buf = buffers.pop(node, None)
             if buf is not None:
                 if node._hooks is not None or node.__class__ is AccumulateGrad:
@@ -277,31 +286,46 @@ def _execute(
                 out = (None,) * len(node.next_functions)
             elif node._hooks is None and not anomaly:
                 out = node.apply(buf)
-                for g, m in zip(out, node._input_meta):
-                    if g is not None and (
-                        g.__class__ is not Tensor or g._data.shape != m[0] or g._data.dtype != m[1]
-                    ):
-                        out = _validate(node, out)
-                        break
+                meta = node._input_meta
+                if len(out) != len(meta):
+                    out = _validate(node, out)
                 else:
-                    if len(out) != len(node._input_meta):
-                        out = _validate(node, out)
+                    for g, m in zip(out, meta):
+                        if g is not None and (
+                            g.__class__ is not Tensor
+                            or g._data.shape != m[0]
+                            or g._data.dtype != m[1]
+                        ):
+                            out = _validate(node, out)
+                            break
             else:
                 out = _run_node(node, buf, anomaly)
             if not keep_graph:
                 node.release()
             for (child, nr), g in zip(node.next_functions, out):
-                if child is None or (relevant is not None and child not in relevant):
+                if child is None:
+                    continue
+                if relevant is not None and child not in relevant:
                     continue
                 if g is not None:
                     cbuf = buffers.get(child)
                     if cbuf is None:
                         cbuf = buffers[child] = [None] * child.num_outputs
-                    cbuf[nr] = g if cbuf[nr] is None else cbuf[nr] + g
+                        cbuf[nr] = g
+                    elif cbuf[nr] is None:
+                        cbuf[nr] = g
+                    else:
+                        cbuf[nr] = cbuf[nr] + g
                 d = deps[child] - 1
                 deps[child] = d
                 if d == 0:
-                    heappush(ready, (-child._sequence_nr, next(_tiebreak), child))
+                    if nxt is None and not ready:
+                        nxt = child
+                    else:
+                        if nxt is not None:
+                            heappush(ready, (-nxt._sequence_nr, next(_tiebreak), nxt))
+                            nxt = None
+                        heappush(ready, (-child._sequence_nr, next(_tiebreak), child))
     finally:
         state.grad_enabled = prev
 
@@ -390,7 +414,8 @@ def _run_node(node: Node, buf: list, anomaly: bool) -> tuple:
         out = run_checked(node, grads)
     else:
         out = node.apply(grads)
-    if hooks is not None:
+    if hooks is not None and hooks.post:
+        out = _validate(node, out)  # post hooks see the final gradients
         for fn in list(hooks.post):
             r = fn(out, grads)
             if r is not None:
@@ -419,6 +444,11 @@ def _validate(node: Node, out: tuple) -> tuple:
                 f"{node.name()} returned a {type(g).__name__} as gradient {i}; expected a "
                 "Tensor or None"
             )
+        if data.shape != shape and node.broadcasts and _broadcastable(shape, data.shape):
+            if fixed is None:
+                fixed = list(out)
+            g = fixed[i] = g.sum_to(shape)
+            data = g._data
         if data.shape != shape:
             raise RuntimeError(
                 f"{node.name()} returned an invalid gradient at index {i}: got shape "
@@ -430,3 +460,10 @@ def _validate(node: Node, out: tuple) -> tuple:
                 fixed = list(out)
             fixed[i] = g.to(dtype)
     return out if fixed is None else tuple(fixed)
+
+
+def _broadcastable(shape: tuple, big: tuple) -> bool:
+    """Whether ``shape`` broadcasts to ``big``."""
+    if len(shape) > len(big):
+        return False
+    return all(s == 1 or s == b for s, b in zip(shape[::-1], big[::-1]))

@@ -9,6 +9,7 @@ input needs no gradient.
 from __future__ import annotations
 
 import itertools
+import operator
 import sys
 import weakref
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from typing import Any
 
 from memgrad.autograd.grad_mode import state
 
-__all__ = ["Node", "AccumulateGrad", "RemovableHandle", "saved_tensors_hooks", "accumulator"]
+__all__ = ["Node", "Meta", "AccumulateGrad", "RemovableHandle", "saved_tensors_hooks", "accumulator"]
 
 _RELEASED_MSG = (
     "Trying to backward through the graph a second time (or to read saved tensors after "
@@ -48,6 +49,20 @@ class RemovableHandle:
         self.remove()
 
 
+class Meta(tuple):
+    """``(shape, dtype)`` of a forward input: what the engine checks that input's gradient
+    against, and what a VJP sees of an input its op did not save. Make one with
+    ``Meta((shape, dtype))``."""
+
+    __slots__ = ()
+    shape = property(operator.itemgetter(0))
+    dtype = property(operator.itemgetter(1))
+
+    @property
+    def ndim(self) -> int:
+        return len(self[0])
+
+
 class _NodeHooks:
     """A node's hooks, made on the first registration (most nodes have none)."""
 
@@ -69,6 +84,8 @@ class Node:
 
     __slots__ = ("next_functions", "_sequence_nr", "_hooks", "_input_meta", "_trace", "__weakref__")
     num_outputs = 1
+    # whether a gradient of a broadcast shape is summed back to its input's shape
+    broadcasts = False
 
     def name(self) -> str:
         return type(self).__name__

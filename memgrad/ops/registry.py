@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from memgrad.autograd.grad_mode import state
-from memgrad.autograd.graph import _RELEASED_MSG, Node, _anomaly_trace, _seq, accumulator
+from memgrad.autograd.graph import _RELEASED_MSG, Meta, Node, _anomaly_trace, _seq, accumulator
 from memgrad.autograd.saved import SavedTensor, save
 from memgrad.errors import ShapeError
 from memgrad.tensor import Tensor
@@ -37,20 +37,6 @@ __all__ = ["Primitive", "primitive", "REGISTRY", "Meta", "OpNode", "apply"]
 
 REGISTRY: dict[str, Primitive] = {}
 
-
-
-class Meta:
-    """Stands in for an input that was not saved: its shape and dtype only."""
-
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, shape: tuple, dtype: np.dtype) -> None:
-        self.shape = shape
-        self.dtype = dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
 
 
 class Primitive:
@@ -160,8 +146,8 @@ _RELEASED: list = []
 class OpNode(Node):
     """The backward of one primitive call.
 
-    ``_saved`` has one entry per input: a SavedTensor, a Python scalar constant, or None
-    for a tensor that was not saved (the VJP gets its Meta).
+    ``_saved`` has one entry per input: a SavedTensor, a Python scalar constant, or the
+    Meta of a tensor that was not saved.
     """
 
     __slots__ = ("prim", "_saved", "_out_saved", "_needs", "_params", "_has_saved")
@@ -174,29 +160,20 @@ class OpNode(Node):
         saved = self._saved
         if saved is _RELEASED:
             raise RuntimeError(_RELEASED_MSG)
-        inputs = []
-        for s, m in zip(saved, self._input_meta):
-            if s is None:
-                inputs.append(Meta(m[0], m[1]) if m is not None else None)
-            elif isinstance(s, SavedTensor):
-                inputs.append(s.unpack(self, prim.node_name))
-            else:
-                inputs.append(s)
+        if self._has_saved:
+            saved = [s.unpack(self, prim.node_name) if isinstance(s, SavedTensor) else s
+                     for s in saved]
         out = self._out_saved
         if out is not None:
             out = out.unpack(self, prim.node_name)
         if self._params:
-            result = prim.vjp_fn(grads[0], out, self._needs, *inputs, **self._params)
-        else:
-            result = prim.vjp_fn(grads[0], out, self._needs, *inputs)
-        if prim.broadcasting:
-            fixed = []
-            for r, m in zip(result, self._input_meta):
-                if r is not None and r._data.shape != m[0]:
-                    r = r.sum_to(m[0])
-                fixed.append(r)
-            return fixed
-        return result
+            return prim.vjp_fn(grads[0], out, self._needs, *saved, **self._params)
+        return prim.vjp_fn(grads[0], out, self._needs, *saved)
+
+    @property
+    def broadcasts(self) -> bool:
+        """Whether gradients of the broadcast shape are summed back to the input's shape."""
+        return self.prim.broadcasting
 
     def release(self) -> None:
         # only a node that saved tensors refuses a second backward (as in PyTorch)
@@ -234,8 +211,9 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
     saved = []
     for a in args:
         if isinstance(a, Tensor):
-            meta.append((a._data.shape, a._data.dtype))
-            saved.append(None)
+            m = Meta((a._data.shape, a._data.dtype))
+            meta.append(m)
+            saved.append(m)
             if a._requires_grad:
                 needs.append(True)
                 fn = a.grad_fn
