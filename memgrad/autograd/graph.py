@@ -17,7 +17,14 @@ from typing import Any
 
 from memgrad.autograd.grad_mode import state
 
-__all__ = ["Node", "Meta", "AccumulateGrad", "RemovableHandle", "saved_tensors_hooks", "accumulator"]
+__all__ = [
+    "Node",
+    "Meta",
+    "AccumulateGrad",
+    "RemovableHandle",
+    "saved_tensors_hooks",
+    "accumulator",
+]
 
 _RELEASED_MSG = (
     "Trying to backward through the graph a second time (or to read saved tensors after "
