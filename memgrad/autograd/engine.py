@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from memgrad.autograd.grad_mode import state
-from memgrad.autograd.graph import AccumulateGrad, Node, accumulator
+from memgrad.autograd.graph import AccumulateGrad, Node, accumulate_into, accumulator
 from memgrad.tensor import Tensor
 
 __all__ = ["backward", "grad", "accumulate_into"]
@@ -203,25 +203,6 @@ def _store_fn(results: list, i: int) -> Callable[[Tensor], None]:
     return store
 
 
-def accumulate_into(t: Tensor, g: Tensor | None) -> None:
-    """Add ``g`` into ``t.grad``: in place when no graph is being built, else out of place
-    (so that the sum is differentiable)."""
-    if g is None:
-        return
-    current = t.grad
-    if current is None:
-        if state.grad_enabled:
-            t.grad = g
-        else:
-            # a copy: the gradient array may be shared with other edges or the caller
-            t.grad = Tensor(g._data.copy())
-    elif state.grad_enabled or current._requires_grad:
-        t.grad = current + g
-    else:
-        np.add(current._data, g._data, out=current._data)
-        current._bump_version()
-
-
 _tiebreak = itertools.count()
 
 
@@ -326,6 +307,7 @@ def _execute(
                             heappush(ready, (-nxt._sequence_nr, next(_tiebreak), nxt))
                             nxt = None
                         heappush(ready, (-child._sequence_nr, next(_tiebreak), child))
+            g = out = None  # NOTE [ Gradient ownership ]: hold no gradient between nodes
     finally:
         state.grad_enabled = prev
 

@@ -15,7 +15,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from memgrad.autograd.grad_mode import state
+from memgrad.tensor import Tensor
 
 __all__ = [
     "Node",
@@ -24,6 +27,7 @@ __all__ = [
     "RemovableHandle",
     "saved_tensors_hooks",
     "accumulator",
+    "accumulate_into",
 ]
 
 _RELEASED_MSG = (
@@ -167,11 +171,55 @@ class AccumulateGrad(Node):
         self._sequence_nr = sys.maxsize
         self.variable = variable
 
-    def apply(self, grads: tuple) -> tuple:
-        from memgrad.autograd.engine import accumulate_into
-
-        accumulate_into(self.variable, grads[0])
+    def apply(self, grads: list) -> tuple:
+        g = grads[0]
+        if g is None:
+            return ()
+        grads[0] = None
+        t = self.variable
+        if t.grad is None and not state.grad_enabled and _owned(g):
+            t.grad = g
+        else:
+            accumulate_into(t, g)
         return ()
+
+
+# NOTE [ Gradient ownership ]
+# The first gradient a leaf receives becomes its .grad without a copy when nothing else can
+# see it: the engine has handed it over (AccumulateGrad.apply took it out of the engine's
+# buffer, and the engine keeps no other reference between nodes), no other Tensor object
+# refers to it (a gradient passed to two edges, kept by a hook, or given by the caller), and
+# its array owns its memory with no views of it. Two references remain then: the local name
+# in apply and getrefcount's argument; the array's are the Tensor's slot and the argument.
+# Otherwise the gradient is copied, so that later in-place accumulation into .grad can never
+# change a tensor someone else holds. tests/autograd/test_engine.py checks both sides.
+def _owned(g: Any) -> bool:
+    data = g._data
+    return (
+        sys.getrefcount(g) == 3
+        and sys.getrefcount(data) == 3
+        and data.base is None
+        and data.flags.writeable
+        and g.__class__ is Tensor
+    )
+
+
+def accumulate_into(t: Any, g: Any) -> None:
+    """Add ``g`` into ``t.grad``: in place when no graph is being built, else out of place
+    (so that the sum is differentiable)."""
+    if g is None:
+        return
+    current = t.grad
+    if current is None:
+        if state.grad_enabled:
+            t.grad = g
+        else:
+            t.grad = Tensor(g._data.copy())
+    elif state.grad_enabled or current._requires_grad:
+        t.grad = current + g
+    else:
+        np.add(current._data, g._data, out=current._data)
+        current._bump_version()
 
 
 def accumulator(t: Any) -> AccumulateGrad:

@@ -354,3 +354,54 @@ def test_dtype_mixing_gradient_cast_back_to_input_dtype():
     z.sum().backward()
     assert x.grad.dtype == np.float32 and y.grad.dtype == np.float64
     np.testing.assert_allclose(x.grad.numpy(), [1, 2, 3])
+
+
+# ---------------------------------------------------------------------------- ownership
+
+
+def _shares(a, b):
+    return np.shares_memory(a.numpy(), b.numpy())
+
+
+def test_grad_is_accumulated_in_place():
+    x = f64(4, 3)
+    w = f64(3, 2, seed=1)
+    y = x @ w
+    y.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy().T @ np.ones((4, 2)))
+    before = w.grad.numpy()
+    (x @ w).sum().backward()
+    assert w.grad.numpy() is before  # later gradients are added in place
+    np.testing.assert_allclose(w.grad.numpy(), 2 * x.numpy().T @ np.ones((4, 2)))
+
+
+def test_gradient_passed_to_two_leaves_is_not_shared_between_their_grads():
+    x = f64(3)
+    w = f64(3, seed=1)
+    (x + w).sum().backward()  # add's VJP hands the same gradient to both leaves
+    assert not _shares(x.grad, w.grad)
+    x.grad.add_(100.0)
+    np.testing.assert_allclose(w.grad.numpy(), np.ones(3))
+
+
+def test_gradient_kept_by_a_hook_is_not_taken():
+    x = f64(3)
+    kept = []
+    x.register_hook(lambda g: kept.append(g))
+    (x * 2.0).sum().backward()
+    assert not _shares(x.grad, kept[0])
+    (x * 2.0).sum().backward()
+    np.testing.assert_allclose(kept[0].numpy(), np.full(3, 2.0))
+
+
+def test_caller_gradient_and_views_are_not_taken():
+    x = f64(3)
+    v = mg.ones(3, dtype=mg.float64)
+    x.backward(v)
+    assert not _shares(x.grad, v)
+    x.grad.add_(1.0)
+    np.testing.assert_allclose(v.numpy(), np.ones(3))
+    y = f64(2, 3, seed=2)
+    y.sum().backward()  # sum's VJP is an expanded (read-only) view
+    y.grad.add_(1.0)
+    np.testing.assert_allclose(y.grad.numpy(), np.full((2, 3), 2.0))
