@@ -113,7 +113,7 @@ def backward(
         retain_graph = create_graph
     inputs = _as_tuple(inputs)
     if not inputs:
-        _execute(edges, grads, retain_graph, create_graph, None, None, accumulate=True)
+        _execute(edges, grads, retain_graph, create_graph, None, None, True, "backward")
         return
     captures: dict[Node, list] = {}
     exec_targets = set()
@@ -125,7 +125,8 @@ def backward(
             # a tensor that retains grad gets it from its retain_grad hook
             fn = _ignore if getattr(t, "_retains_grad", False) else _accumulate_fn(t)
             captures.setdefault(edge[0], []).append((edge[1], fn))
-    _execute(edges, grads, retain_graph, create_graph, captures, exec_targets, accumulate=True)
+    _execute(edges, grads, retain_graph, create_graph, captures, exec_targets, True,
+             "backward_inputs")
 
 
 def _ignore(g: Tensor) -> None:
@@ -182,7 +183,7 @@ def grad(
     for i, t in enumerate(ins):
         node, nr = _input_edge(t, "grad()", i)
         captures.setdefault(node, []).append((nr, _store_fn(results, i)))
-    _execute(edges, grads, retain_graph, create_graph, captures, set(), accumulate=False)
+    _execute(edges, grads, retain_graph, create_graph, captures, set(), False, "grad")
     if not allow_unused:
         for i, r in enumerate(results):
             if r is None:
@@ -214,6 +215,7 @@ def _execute(
     captures: dict[Node, list] | None,
     exec_targets: set | None,
     accumulate: bool,
+    call: str,
 ) -> None:
     roots = []
     buffers: dict[Node, list] = {}
@@ -241,7 +243,9 @@ def _execute(
             heapq.heappush(ready, (-node._sequence_nr, next(_tiebreak), node))
 
     prev = state.grad_enabled
+    prev_call = state.engine_call
     state.grad_enabled = create_graph
+    state.engine_call = call
     anomaly = state.anomaly
     heappop, heappush = heapq.heappop, heapq.heappush
     try:
@@ -273,7 +277,8 @@ def _execute(
                 else:
                     for g, m in zip(out, meta):
                         if g is not None and (
-                            g.__class__ is not Tensor
+                            m is None
+                            or g.__class__ is not Tensor
                             or g._data.shape != m[0]
                             or g._data.dtype != m[1]
                         ):
@@ -310,6 +315,7 @@ def _execute(
             g = out = None  # NOTE [ Gradient ownership ]: hold no gradient between nodes
     finally:
         state.grad_enabled = prev
+        state.engine_call = prev_call
 
 
 def _dependencies(roots: list[Node]) -> tuple[dict[Node, int], set]:

@@ -23,6 +23,15 @@ class _State(threading.local):
     anomaly = False
     # stack of (pack, unpack) pairs from graph.saved_tensors_hooks; innermost last
     saved_hooks: tuple = ()
+    # the op whose tensor is being packed (set only while saved-tensor hooks are active)
+    saving_op = None
+    saving_index = -1
+    # called instead of running a primitive (checkpoint recompute and policies)
+    op_hook = None
+    # depth of checkpoint recomputations running in this thread
+    recomputing = 0
+    # what the running engine call is: "backward", "backward_inputs" or "grad"
+    engine_call = None
 
 
 state = _State()

@@ -26,12 +26,13 @@ __all__ = ["SavedTensor", "HookedSaved", "save"]
 class SavedTensor:
     """A tensor saved without hooks: an input as its Tensor, an output as its array."""
 
-    __slots__ = ("_is_output", "_t", "_data", "_vc", "_version")
+    __slots__ = ("_is_output", "_t", "_data", "_vc", "_version", "_output_nr")
 
     def __init__(self, t: Tensor, is_output: bool = False) -> None:
         self._is_output = is_output
         if is_output:
             vc = t._version_counter()
+            self._output_nr = t.output_nr
             self._data = t._data
             self._vc = vc
             self._version = vc.v
@@ -49,6 +50,7 @@ class SavedTensor:
             t = Tensor(self._data)
             t._vc = vc
             t.grad_fn = node
+            t.output_nr = self._output_nr
             t._requires_grad = True
             return t
         t = self._t
@@ -69,6 +71,7 @@ class HookedSaved(SavedTensor):
     def __init__(self, t: Tensor, is_output: bool, hooks: tuple) -> None:
         pack, self._unpack = hooks
         self._is_output = is_output
+        self._output_nr = t.output_nr
         self._packed = pack(t)
         # the restored data is reconnected to the original graph position (double
         # backward); only a leaf is kept, and a leaf that requires grad is kept alive by its
@@ -87,6 +90,7 @@ class HookedSaved(SavedTensor):
         if self._is_output:
             out = Tensor(t._data)
             out.grad_fn = node
+            out.output_nr = self._output_nr
             out._requires_grad = True
             return out
         if self._edge is None:
@@ -104,10 +108,14 @@ class HookedSaved(SavedTensor):
         return out
 
 
-def save(t: Tensor, is_output: bool = False) -> SavedTensor:
-    """Save ``t`` for backward, through the innermost saved-tensor hooks if any."""
+def save(t: Tensor, is_output: bool = False, op: Any = None, index: int = -1) -> SavedTensor:
+    """Save ``t`` for backward, through the innermost saved-tensor hooks if any. The pack
+    hook can read which op saves it as ``state.saving_op`` (the primitive or None) and which
+    of its inputs it is as ``state.saving_index`` (-1 for the op's output)."""
     hooks = state.saved_hooks
     if hooks:
+        state.saving_op = op
+        state.saving_index = index
         return HookedSaved(t, is_output, hooks[-1])
     return SavedTensor(t, is_output)
 

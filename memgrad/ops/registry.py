@@ -33,7 +33,7 @@ from memgrad.autograd.saved import SavedTensor, save
 from memgrad.errors import ShapeError
 from memgrad.tensor import Tensor
 
-__all__ = ["Primitive", "primitive", "REGISTRY", "Meta", "OpNode", "apply"]
+__all__ = ["Primitive", "primitive", "REGISTRY", "Meta", "OpNode", "apply", "op_hooks"]
 
 REGISTRY: dict[str, Primitive] = {}
 
@@ -185,6 +185,8 @@ class OpNode(Node):
 def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
     """Run primitive ``prim`` on ``args`` (tensors and Python scalars), recording a node
     when grad mode is on and an input requires grad."""
+    if op_hooks.installed and state.op_hook is not None:
+        return state.op_hook(prim, args, params)
     datas = []
     grad = False
     for a in args:
@@ -248,7 +250,7 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
             if needs[j]:
                 a = args[i]
                 if isinstance(a, Tensor):
-                    saved[i] = save(a)
+                    saved[i] = save(a, False, prim, i)
                     has_saved = True
                 break
     node._saved = saved
@@ -256,7 +258,7 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
     if prim.save_out is not None:
         for j in prim.save_out:
             if needs[j]:
-                node._out_saved = save(out, True)
+                node._out_saved = save(out, True, prim)
                 has_saved = True
                 break
     node._has_saved = has_saved
@@ -264,6 +266,15 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
 
 
 _NO_EDGE = (None, 0)
+
+
+class op_hooks:
+    """How many threads have an op hook installed: while none has, the dispatcher pays one
+    attribute read instead of a thread-local lookup. An op hook ``fn(prim, args, params)``
+    runs instead of the primitive (it calls ``apply`` itself after clearing
+    ``state.op_hook``); the checkpoint recompute and its policies install one."""
+
+    installed = 0
 
 
 def _make_view(out: Tensor, base: Tensor) -> None:
