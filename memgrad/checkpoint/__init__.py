@@ -1,0 +1,7 @@
+"""Activation checkpointing: trade recomputation for memory with the same gradients."""
+
+from memgrad.checkpoint import policy
+from memgrad.checkpoint.checkpoint import checkpoint, is_recomputing
+from memgrad.checkpoint.sequential import checkpoint_sequential, segment_bounds
+
+__all__ = ["checkpoint", "checkpoint_sequential", "segment_bounds", "is_recomputing", "policy"]

@@ -1,0 +1,419 @@
+"""``checkpoint``: run a function without keeping its activations, recompute them in backward.
+
+NOTE [ Recompute rules ]
+Non-reentrant (the default) is built on saved-tensor hooks and an op hook:
+1. Forward runs the function in grad mode. Every tensor an op saves for backward is packed
+   as a placeholder numbered in save order; only the function's tensor arguments, leaves
+   (parameters) and outputs the policy keeps are stored as themselves. The op hook numbers
+   ops in call order and remembers which saves each op made.
+2. The first unpack of a placeholder recomputes: the function runs again on the same
+   arguments in grad mode, with the forward's RNG state, under hooks that store each saved
+   tensor under its number. An op whose output the policy kept is not run again: the hook
+   returns the kept output and files the saves it made in forward from its arguments. As
+   soon as every placeholder is rebuilt the recomputation stops (the rest of the function
+   does not run).
+3. Each unpack hands out its rebuilt tensor once (a second backward recomputes again), and
+   the saved-tensor machinery reconnects it to the forward graph, so double backward works.
+4. The determinism check compares the count, shape and dtype of what the recomputation saved
+   with what the forward saved; an argument changed in place since the forward is an error.
+Reentrant (``use_reentrant=True``) is the original design: a Function whose forward runs the
+function under no-grad keeping only its inputs, and whose backward recomputes and runs an
+inner backward through the recomputed graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from memgrad.autograd.function import Function
+from memgrad.autograd.grad_mode import enable_grad, state
+from memgrad.autograd.graph import saved_tensors_hooks
+from memgrad.errors import CheckpointError
+from memgrad.ops.registry import apply, op_hooks
+from memgrad.random import get_rng_state, set_rng_state
+from memgrad.tensor import Tensor
+
+__all__ = ["checkpoint", "is_recomputing"]
+
+
+def is_recomputing() -> bool:
+    """Whether this thread is inside a checkpoint's recomputation. Layers with running state
+    read it so that the recomputation does not update that state a second time.
+
+    Example:
+        >>> from memgrad.checkpoint import is_recomputing
+        >>> is_recomputing()
+        False
+    """
+    return state.recomputing > 0
+
+
+def checkpoint(
+    function: Callable[..., Any],
+    *args: Any,
+    use_reentrant: bool = False,
+    preserve_rng_state: bool = True,
+    determinism_check: str = "default",
+    debug: bool = False,
+    policy: Callable[[Any], bool] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Run ``function(*args, **kwargs)`` without keeping its activations; backward
+    recomputes them in grad mode. Outputs and gradients are those of calling ``function``
+    directly, dropout included (the RNG state is replayed).
+
+    Args:
+        function: the region to checkpoint (a module or any callable).
+        use_reentrant: False (default) uses saved-tensor hooks and works with kwargs,
+            nested inputs, ``autograd.grad``, nesting and double backward; True is the
+            original autograd-Function design (no kwargs; ``backward()`` only).
+        preserve_rng_state: replay the global generator so random ops draw the same.
+        determinism_check: ``"default"`` checks that the recomputation saves tensors of the
+            same count, shapes and dtypes as the forward; ``"none"`` skips it.
+        debug: add both runs' op sequences to a determinism error.
+        policy: a predicate over op records choosing outputs to keep instead of recompute
+            (``memgrad.checkpoint.policy``); non-reentrant only.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.checkpoint import checkpoint
+        >>> w = mg.randn(4, 4, requires_grad=True)
+        >>> x = mg.randn(2, 4)
+        >>> y = checkpoint(lambda h: (h @ w).tanh() @ w, x)
+        >>> y.sum().backward()
+        >>> w.grad.shape
+        (4, 4)
+    """
+    if determinism_check not in ("default", "none"):
+        raise ValueError(
+            f'checkpoint: determinism_check must be "default" or "none", got '
+            f"{determinism_check!r}"
+        )
+    if not callable(function):
+        raise TypeError(f"checkpoint: function must be callable, got {type(function).__name__}")
+    if not state.grad_enabled:
+        return function(*args, **kwargs)
+    if use_reentrant:
+        if kwargs:
+            raise ValueError(
+                "checkpoint(use_reentrant=True) does not take keyword arguments for the "
+                f"function (got {sorted(kwargs)}); pass them positionally, or use "
+                "use_reentrant=False"
+            )
+        if policy is not None:
+            raise ValueError(
+                "checkpoint: policy needs use_reentrant=False (the reentrant variant "
+                "recomputes the whole function)"
+            )
+        if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            warnings.warn(
+                "checkpoint(use_reentrant=True): none of the inputs requires grad, so the "
+                "gradients of the checkpointed parameters will be None; make an input "
+                "require grad or use use_reentrant=False",
+                stacklevel=2,
+            )
+        return _Reentrant.apply(function, preserve_rng_state, *args)
+    frame = _Frame(function, args, kwargs, preserve_rng_state, determinism_check, debug, policy)
+    return frame.forward()
+
+
+# ---------------------------------------------------------------------------- non-reentrant
+
+
+class _StopRecompute(Exception):
+    """Raised inside the recomputation once every placeholder is rebuilt."""
+
+
+class _Placeholder:
+    __slots__ = ("frame", "index")
+
+    def __init__(self, frame: _Frame, index: int) -> None:
+        self.frame = frame
+        self.index = index
+
+
+def _unpack(packed: Any) -> Tensor:
+    if isinstance(packed, _Placeholder):
+        return packed.frame.rebuilt_tensor(packed.index)
+    return packed
+
+
+def _tensors(tree: Any) -> Iterator[Tensor]:
+    """The tensors in nested lists, tuples and dicts."""
+    if isinstance(tree, Tensor):
+        yield tree
+    elif isinstance(tree, (list, tuple)):
+        for x in tree:
+            yield from _tensors(x)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            yield from _tensors(x)
+
+
+@contextlib.contextmanager
+def _op_hook(hook: Callable) -> Iterator[None]:
+    prev = state.op_hook
+    state.op_hook = hook
+    op_hooks.installed += 1
+    try:
+        yield
+    finally:
+        op_hooks.installed -= 1
+        state.op_hook = prev
+
+
+class _Frame:
+    """One non-reentrant checkpointed call (NOTE [ Recompute rules ])."""
+
+    def __init__(
+        self,
+        function: Callable,
+        args: tuple,
+        kwargs: dict,
+        preserve_rng_state: bool,
+        determinism_check: str,
+        debug: bool,
+        policy: Callable | None,
+    ) -> None:
+        self.function = function
+        self.args = args
+        self.kwargs = kwargs
+        self.rng = get_rng_state() if preserve_rng_state else None
+        self.check = determinism_check == "default"
+        self.debug = debug
+        self.policy = policy
+        inputs = list(_tensors((args, kwargs)))
+        self.input_ids = {id(t) for t in inputs}
+        self.input_versions = [(t, t._version) for t in inputs]
+        self.metas: list[tuple] = []  # per save: (shape, dtype, op name)
+        self.placeholders: set[int] = set()
+        self.ops: list[str] = []  # forward op names, in call order
+        self.saves_of: dict[int, list[tuple[int, int]]] = {}  # op -> [(save, input index)]
+        self.kept: dict[int, Tensor] = {}  # op -> output kept by the policy
+        self.kept_ids: set[int] = set()
+        self.current_op: int | None = None
+        self.rebuilt: dict[int, Tensor] = {}
+        self.recomputations = 0
+        self.recomputed_ops = 0  # ops run by the last recomputation
+
+    # -- forward
+    def forward(self) -> Any:
+        with saved_tensors_hooks(self._pack, _unpack), _op_hook(self._forward_op):
+            return self.function(*self.args, **self.kwargs)
+
+    def _forward_op(self, prim: Any, args: tuple, params: dict) -> Tensor:
+        k = len(self.ops)
+        self.ops.append(prim.name)
+        self.current_op = k
+        state.op_hook = None
+        try:
+            out = apply(prim, args, params)
+        finally:
+            state.op_hook = self._forward_op
+            self.current_op = None
+        if self.policy is not None and self.policy(prim):
+            self.kept[k] = out
+            self.kept_ids.add(id(out))
+        return out
+
+    def _pack(self, t: Tensor) -> Any:
+        j = len(self.metas)
+        op = state.saving_op
+        self.metas.append((t.shape, t.dtype, getattr(op, "name", type(op).__name__)))
+        if self.current_op is not None:
+            self.saves_of.setdefault(self.current_op, []).append((j, state.saving_index))
+        if (
+            id(t) in self.input_ids
+            or id(t) in self.kept_ids
+            or (t.grad_fn is None and t.requires_grad)
+            or (state.saving_index < 0 and self.policy is not None and op is not None
+                and self.policy(op))
+        ):
+            return t  # alive anyway (an argument or a parameter) or kept by the policy
+        self.placeholders.add(j)
+        return _Placeholder(self, j)
+
+    # -- backward
+    def rebuilt_tensor(self, j: int) -> Tensor:
+        t = self.rebuilt.pop(j, None)
+        if t is None:
+            self._recompute()
+            t = self.rebuilt.pop(j)
+        return t
+
+    def _recompute(self) -> None:
+        for t, version in self.input_versions:
+            if t._version != version:
+                raise CheckpointError(
+                    f"memgrad.checkpoint: an input of shape {t.shape} was changed in place "
+                    f"after the checkpointed forward (version {version} -> {t._version}), so "
+                    "recomputing would give different activations. Change it after backward, "
+                    "or pass a copy (.clone()) to the checkpointed function."
+                )
+        run = _Recomputation(self)
+        self.recomputations += 1
+        state.recomputing += 1
+        try:
+            with contextlib.ExitStack() as stack:
+                if self.rng is not None:
+                    saved_rng = get_rng_state()
+                    stack.callback(set_rng_state, saved_rng)
+                    set_rng_state(self.rng)
+                stack.enter_context(enable_grad())
+                stack.enter_context(saved_tensors_hooks(run.pack, _no_unpack))
+                stack.enter_context(_op_hook(run.op))
+                try:
+                    self.function(*self.args, **self.kwargs)
+                except _StopRecompute:
+                    pass
+                else:
+                    run.finished()
+        finally:
+            state.recomputing -= 1
+        self.recomputed_ops = run.n_ops
+        self.rebuilt = run.rebuilt
+
+    def mismatch(self, what: str, run_ops: list[str]) -> CheckpointError:
+        text = (
+            f"memgrad.checkpoint: {what}. The checkpointed function must compute the same "
+            "ops on tensors of the same shapes when it is recomputed (no data-dependent "
+            "control flow on values that change, no state changed between the two runs)."
+        )
+        if self.debug:
+            text += f"\nforward ops:    {self.ops}\nrecompute ops:  {run_ops}"
+        else:
+            text += " Pass debug=True to see the op sequences of both runs."
+        return CheckpointError(text)
+
+
+def _no_unpack(packed: Any) -> Tensor:
+    raise RuntimeError("memgrad.checkpoint: the recomputed graph is not differentiated")
+
+
+class _Recomputation:
+    """The state of one recomputation of a frame."""
+
+    def __init__(self, frame: _Frame) -> None:
+        self.frame = frame
+        self.n_saves = 0
+        self.n_ops = 0
+        self.ops: list[str] = []
+        self.rebuilt: dict[int, Tensor] = {}
+
+    def op(self, prim: Any, args: tuple, params: dict) -> Tensor:
+        frame = self.frame
+        k = self.n_ops
+        self.n_ops += 1
+        self.ops.append(prim.name)
+        kept = frame.kept.get(k)
+        if kept is not None:
+            # not run again: file the saves this op made in forward from its arguments
+            for j, index in frame.saves_of.get(k, ()):
+                if j in frame.placeholders:
+                    self.rebuilt[j] = kept if index < 0 else args[index]
+                self.n_saves += 1
+            self._maybe_stop()
+            return kept
+        state.op_hook = None
+        try:
+            return apply(prim, args, params)
+        finally:
+            state.op_hook = self.op
+
+    def pack(self, t: Tensor) -> None:
+        frame = self.frame
+        j = self.n_saves
+        self.n_saves += 1
+        if frame.check:
+            if j >= len(frame.metas):
+                raise frame.mismatch(
+                    f"the recomputation saved more tensors than the {len(frame.metas)} the "
+                    "forward pass saved",
+                    self.ops,
+                )
+            shape, dtype, op = frame.metas[j]
+            if t.shape != shape or t.dtype != dtype:
+                raise frame.mismatch(
+                    f"saved tensor {j} (of {op}) has shape {t.shape} and dtype {t.dtype} in "
+                    f"the recomputation but shape {shape} and dtype {dtype} in the forward",
+                    self.ops,
+                )
+        if j in frame.placeholders:
+            self.rebuilt[j] = t
+            self._maybe_stop()
+
+    def _maybe_stop(self) -> None:
+        if len(self.rebuilt) == len(self.frame.placeholders):
+            raise _StopRecompute
+
+    def finished(self) -> None:
+        frame = self.frame
+        if len(self.rebuilt) != len(frame.placeholders) or (
+            frame.check and self.n_saves != len(frame.metas)
+        ):
+            raise frame.mismatch(
+                f"the recomputation saved {self.n_saves} tensors, the forward pass saved "
+                f"{len(frame.metas)}",
+                self.ops,
+            )
+
+
+# ---------------------------------------------------------------------------- reentrant
+
+
+class _Reentrant(Function):
+    """The original design: recompute and backpropagate inside this node's backward."""
+
+    @staticmethod
+    def forward(ctx: Any, function: Callable, preserve_rng_state: bool, *args: Any) -> Any:
+        ctx.function = function
+        ctx.rng = get_rng_state() if preserve_rng_state else None
+        ctx.layout = [isinstance(a, Tensor) for a in args]
+        ctx.constants = [None if isinstance(a, Tensor) else a for a in args]
+        ctx.save_for_backward(*(a for a in args if isinstance(a, Tensor)))
+        return function(*args)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        if state.engine_call != "backward":
+            raise CheckpointError(
+                "memgrad.checkpoint(use_reentrant=True) works with .backward() only: its "
+                "backward runs an inner backward that accumulates into .grad, which "
+                "autograd.grad() and backward(inputs=...) must not touch. Use "
+                "use_reentrant=False."
+            )
+        saved = iter(ctx.saved_tensors)
+        inputs = []
+        for is_tensor, constant in zip(ctx.layout, ctx.constants):
+            if is_tensor:
+                t = next(saved)
+                inputs.append(t.detach().requires_grad_(t.requires_grad))
+            else:
+                inputs.append(constant)
+        state.recomputing += 1
+        try:
+            with contextlib.ExitStack() as stack:
+                if ctx.rng is not None:
+                    stack.callback(set_rng_state, get_rng_state())
+                    set_rng_state(ctx.rng)
+                stack.enter_context(enable_grad())
+                outputs = ctx.function(*inputs)
+        finally:
+            state.recomputing -= 1
+        if isinstance(outputs, Tensor):
+            outputs = (outputs,)
+        roots, root_grads = [], []
+        for out, g in zip(outputs, grads):
+            if isinstance(out, Tensor) and out.requires_grad and g is not None:
+                roots.append(out)
+                root_grads.append(g)
+        if roots:
+            from memgrad.autograd.engine import backward
+
+            backward(roots, root_grads)
+        return (None, None) + tuple(
+            a.grad if isinstance(a, Tensor) and a.requires_grad else None for a in inputs
+        )

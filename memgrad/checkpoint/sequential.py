@@ -1,0 +1,88 @@
+"""``checkpoint_sequential``: cut a chain of layers into segments and checkpoint all but the
+last one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from memgrad.checkpoint.checkpoint import checkpoint
+
+__all__ = ["checkpoint_sequential", "segment_bounds"]
+
+
+def segment_bounds(n: int, segments: int) -> list[tuple[int, int]]:
+    """``[start, end)`` of each of ``segments`` chunks of ``n`` layers. The remainder is
+    spread over the first segments, one extra layer each, so sizes differ by at most one
+    (10 layers in 4 segments: 3, 3, 2, 2).
+
+    Example:
+        >>> from memgrad.checkpoint import segment_bounds
+        >>> segment_bounds(10, 4)
+        [(0, 3), (3, 6), (6, 8), (8, 10)]
+    """
+    if isinstance(segments, bool) or not isinstance(segments, int):
+        raise TypeError(f"checkpoint_sequential: segments must be an int, got {segments!r}")
+    if not 1 <= segments <= n:
+        raise ValueError(
+            f"checkpoint_sequential: segments must be between 1 and the number of layers "
+            f"({n}), got {segments}"
+        )
+    base, extra = divmod(n, segments)
+    bounds, start = [], 0
+    for i in range(segments):
+        end = start + base + (1 if i < extra else 0)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def checkpoint_sequential(
+    functions: Sequence[Callable[[Any], Any]],
+    segments: Any,
+    input: Any,
+    use_reentrant: bool = False,
+    preserve_rng_state: bool = True,
+) -> Any:
+    """Run ``functions`` (an ``nn.Sequential`` or a list of callables) one after another on
+    ``input``, cut into ``segments`` chunks (see ``segment_bounds``) of which all but the
+    last are checkpointed. ``segments`` may also be a ``Plan`` from
+    ``memgrad.checkpoint.plan``, whose boundaries are used as they are.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.checkpoint import checkpoint_sequential
+        >>> ws = [mg.randn(8, 8, requires_grad=True) for _ in range(4)]
+        >>> layers = [lambda h, w=w: (h @ w).tanh() for w in ws]
+        >>> out = checkpoint_sequential(layers, 2, mg.randn(3, 8))
+        >>> out.sum().backward()
+        >>> all(w.grad is not None for w in ws)
+        True
+    """
+    layers = list(functions)
+    if not layers:
+        raise ValueError("checkpoint_sequential: functions is empty")
+    bounds = segments.bounds if hasattr(segments, "bounds") else None
+    if bounds is None:
+        bounds = segment_bounds(len(layers), segments)
+    elif bounds[-1][1] != len(layers):
+        raise ValueError(
+            f"checkpoint_sequential: the plan covers {bounds[-1][1]} layers but functions has "
+            f"{len(layers)}; make the plan for this model"
+        )
+
+    def run(start: int, end: int) -> Callable[[Any], Any]:
+        def forward(x: Any) -> Any:
+            for layer in layers[start:end]:
+                x = layer(x)
+            return x
+
+        return forward
+
+    x = input
+    for start, end in bounds[:-1]:
+        x = checkpoint(
+            run(start, end), x, use_reentrant=use_reentrant, preserve_rng_state=preserve_rng_state
+        )
+    start, end = bounds[-1]
+    return run(start, end)(x)
