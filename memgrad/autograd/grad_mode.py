@@ -30,6 +30,8 @@ class _State(threading.local):
     op_hook = None
     # depth of checkpoint recomputations running in this thread
     recomputing = 0
+    # inside the op observer's call of a primitive (see ops.registry.op_hooks)
+    observed = False
     # what the running engine call is: "backward", "backward_inputs" or "grad"
     engine_call = None
 

@@ -12,14 +12,16 @@ __all__ = ["checkpoint_sequential", "segment_bounds"]
 
 
 def segment_bounds(n: int, segments: int) -> list[tuple[int, int]]:
-    """``[start, end)`` of each of ``segments`` chunks of ``n`` layers. The remainder is
-    spread over the first segments, one extra layer each, so sizes differ by at most one
-    (10 layers in 4 segments: 3, 3, 2, 2).
+    """``[start, end)`` of each of ``segments`` chunks of ``n`` layers, sizes differing by
+    at most one. The remainder goes one extra layer each to the segments just before the
+    last (10 layers in 4 segments: 2, 3, 3, 2): the first segments are recomputed last in
+    backward, when the parameter gradients have built up, so they are the ones kept small;
+    the last segment is not checkpointed, so a larger one would add to the forward peak.
 
     Example:
         >>> from memgrad.checkpoint import segment_bounds
         >>> segment_bounds(10, 4)
-        [(0, 3), (3, 6), (6, 8), (8, 10)]
+        [(0, 2), (2, 5), (5, 8), (8, 10)]
     """
     if isinstance(segments, bool) or not isinstance(segments, int):
         raise TypeError(f"checkpoint_sequential: segments must be an int, got {segments!r}")
@@ -29,9 +31,10 @@ def segment_bounds(n: int, segments: int) -> list[tuple[int, int]]:
             f"({n}), got {segments}"
         )
     base, extra = divmod(n, segments)
+    first_extra = segments - 1 - extra  # segments first_extra .. segments - 2 get one more
     bounds, start = [], 0
     for i in range(segments):
-        end = start + base + (1 if i < extra else 0)
+        end = start + base + (1 if first_extra <= i < segments - 1 else 0)
         bounds.append((start, end))
         start = end
     return bounds

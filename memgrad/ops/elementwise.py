@@ -175,8 +175,10 @@ def _(gg, out, needs, g, y):
 
 @primitive("sigmoid", saves={"out": (0,)})
 def sigmoid(x):
-    # exact and overflow-free, unlike 1 / (1 + exp(-x)) for large negative x
-    return 0.5 * (1 + np.tanh(0.5 * x))
+    # exp(-|x|) never overflows, and e / (1 + e) keeps full relative precision in the left
+    # tail, where 1 / (1 + exp(-x)) overflows and 0.5 * (1 + tanh(x / 2)) rounds to 0
+    e = np.exp(-np.abs(x))
+    return np.where(np.signbit(x), e / (1 + e), 1 / (1 + e))
 
 
 @sigmoid.vjp

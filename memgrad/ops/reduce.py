@@ -24,7 +24,7 @@ def normalize_dims(dim, ndim: int, api: str) -> tuple[int, ...] | None:
     """``dim`` (None, int or tuple, negatives allowed) as a sorted tuple of axes."""
     if dim is None:
         return None
-    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    dims = tuple(dim) if hasattr(dim, "__iter__") else (dim,)  # (dim,): a float gets a clear error
     out = []
     span = builtins.max(ndim, 1)
     lo, hi = -span, span - 1
@@ -157,6 +157,7 @@ def _max_min(input, dim, keepdim, reduce_fn, arg_fn, api):
         return (maximum if api == "max" else minimum)(input, dim)
     if dim is None:
         return reduce_fn(input)
+    normalize_dims(dim, input.ndim, api)  # a bad dim is reported under the caller's name
     if not isinstance(dim, (int, np.integer)):
         return reduce_fn(input, dim, keepdim)
     return MaxResult(reduce_fn(input, dim, keepdim), arg_fn(input, dim, keepdim))
@@ -219,6 +220,7 @@ def var(input: Tensor, dim=None, keepdim: bool = False, *, unbiased=None, correc
 
 def std(input: Tensor, dim=None, keepdim: bool = False, *, unbiased=None, correction=None):
     """Standard deviation over ``dim`` (the square root of ``var``)."""
+    normalize_dims(dim, input.ndim, "std")
     return var(input, dim, keepdim, unbiased=unbiased, correction=correction).sqrt()
 
 
@@ -259,4 +261,5 @@ def softmax(input: Tensor, dim: int) -> Tensor:
 
 def log_softmax(input: Tensor, dim: int) -> Tensor:
     """``log(softmax(input, dim))``, computed stably."""
+    normalize_dims(dim, input.ndim, "log_softmax")
     return input - logsumexp(input, dim, keepdim=True)

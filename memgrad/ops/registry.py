@@ -185,8 +185,18 @@ class OpNode(Node):
 def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
     """Run primitive ``prim`` on ``args`` (tensors and Python scalars), recording a node
     when grad mode is on and an input requires grad."""
-    if op_hooks.installed and state.op_hook is not None:
-        return state.op_hook(prim, args, params)
+    if op_hooks.installed:
+        hook = state.op_hook
+        if hook is not None:
+            return hook(prim, args, params)
+        observer = op_hooks.observer
+        if observer is not None and not state.observed:
+            state.observed = True
+            try:
+                return apply(prim, args, params)
+            finally:
+                state.observed = False
+                observer(prim)  # also when the op was interrupted (a recompute's early stop)
     datas = []
     grad = False
     for a in args:
@@ -269,12 +279,18 @@ _NO_EDGE = (None, 0)
 
 
 class op_hooks:
-    """How many threads have an op hook installed: while none has, the dispatcher pays one
-    attribute read instead of a thread-local lookup. An op hook ``fn(prim, args, params)``
-    runs instead of the primitive (it calls ``apply`` itself after clearing
-    ``state.op_hook``); the checkpoint recompute and its policies install one."""
+    """Hooks around every primitive call. While none is installed the dispatcher pays one
+    attribute read (``installed`` counts them) instead of thread-local lookups.
+
+    - ``state.op_hook`` (per thread) runs instead of the primitive: ``fn(prim, args,
+      params)`` calls ``apply`` itself after clearing ``state.op_hook``. The checkpoint
+      forward and recomputation install one.
+    - ``observer`` (process-wide) is called as ``fn(prim)`` after each primitive (also one
+      that raised), once however hooks nest. The memory tracker installs one.
+    """
 
     installed = 0
+    observer: Callable | None = None
 
 
 def _make_view(out: Tensor, base: Tensor) -> None:

@@ -308,7 +308,9 @@ def test_bad_arguments():
 
 
 def test_segment_bounds_spread_the_remainder():
-    assert segment_bounds(10, 4) == [(0, 3), (3, 6), (6, 8), (8, 10)]
+    assert segment_bounds(10, 4) == [(0, 2), (2, 5), (5, 8), (8, 10)]
+    sizes = [e - s for s, e in segment_bounds(32, 6)]
+    assert sizes == [5, 5, 5, 6, 6, 5] and max(sizes) - min(sizes) == 1
     assert segment_bounds(5, 5) == [(i, i + 1) for i in range(5)]
     assert segment_bounds(5, 1) == [(0, 5)]
     for bad in (0, 6, -1):

@@ -1,0 +1,509 @@
+"""Sample calls for every primitive of the op table (``memgrad.ops.REGISTRY``).
+
+``SAMPLES[name]`` lists the cases for a differentiable primitive: each builds float64 input
+tensors that require grad (values kept away from the points where the op is not
+differentiable), the function to check, and where natural a plain NumPy formulation of its
+forward value. ``NONDIFF_SAMPLES[name]`` does the same for the primitives declared with
+``differentiable=False`` (checked for values only). ``tests/ops/test_op_table.py`` fails for a
+registered primitive that has no samples here, so a new op cannot slip through untested.
+
+Every ``fn`` calls the primitive (directly through ``REGISTRY`` or through the public function
+built on it) at call time, so the cases follow the table rather than a copy of it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import memgrad as mg
+import memgrad.ops
+from memgrad.ops import REGISTRY
+from memgrad.ops.movement import normalize_index
+
+# every module of memgrad.ops, so that a primitive declared in a module nothing imports yet
+# is in REGISTRY too (and its missing samples are reported)
+for _module in pkgutil.iter_modules(memgrad.ops.__path__):
+    importlib.import_module(f"memgrad.ops.{_module.name}")
+
+__all__ = ["Case", "SAMPLES", "NONDIFF_SAMPLES", "all_cases", "nondiff_cases"]
+
+Arrays = tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One sample call of primitive ``op``.
+
+    ``make(rng)`` returns the input arrays; ``fn(*tensors)`` computes the output with memgrad;
+    ``ref(*arrays)`` (optional) computes the same output with NumPy alone.
+    """
+
+    op: str
+    label: str
+    make: Callable[[np.random.Generator], Arrays]
+    fn: Callable[..., Any]
+    ref: Callable[..., Any] | None = None
+    check: dict = field(default_factory=dict)  # extra gradcheck keyword arguments
+    second_order: bool = True
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}-{self.label}"
+
+    def arrays(self) -> Arrays:
+        """The input arrays (deterministic: seeded by the case id)."""
+        rng = np.random.default_rng(zlib.crc32(self.id.encode()))
+        return tuple(np.array(a, copy=True) for a in self.make(rng))
+
+    def inputs(self) -> tuple[mg.Tensor, ...]:
+        """Fresh input tensors; floating inputs require grad."""
+        out = []
+        for a in self.arrays():
+            t = mg.from_numpy(a)
+            if a.dtype.kind == "f":
+                t.requires_grad_(True)
+            out.append(t)
+        return tuple(out)
+
+
+def P(name: str) -> Any:
+    """The primitive ``name``, looked up when called."""
+    return REGISTRY[name]
+
+
+# ---------------------------------------------------------------------------- input builders
+
+
+def normal(*shape: int) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: rng.standard_normal(shape)
+
+
+def uniform(lo: float, hi: float, *shape: int) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: rng.uniform(lo, hi, shape)
+
+
+def away(
+    lo: float, hi: float, *shape: int, center: float = 0.0
+) -> Callable[[np.random.Generator], np.ndarray]:
+    """Values with ``lo <= |v - center| <= hi`` and random signs: away from a kink at center."""
+
+    def make(rng: np.random.Generator) -> np.ndarray:
+        mag = rng.uniform(lo, hi, shape)
+        sign = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+        return center + sign * mag
+
+    return make
+
+
+def avoiding(
+    points: tuple[float, ...], *shape: int, lo: float = -1.5, hi: float = 1.5, gap: float = 0.1
+) -> Callable[[np.random.Generator], np.ndarray]:
+    """Uniform values in ``[lo, hi]`` at least ``gap`` away from each of ``points``."""
+
+    def make(rng: np.random.Generator) -> np.ndarray:
+        v = rng.uniform(lo, hi, shape)
+        for _ in range(1000):
+            bad = np.zeros(shape, dtype=bool)
+            for p in points:
+                bad |= np.abs(v - p) < gap
+            if not bad.any():
+                return v
+            v = np.where(bad, rng.uniform(lo, hi, shape), v)
+        raise AssertionError("could not draw values away from the kinks")
+
+    return make
+
+
+def distinct(*shape: int) -> Callable[[np.random.Generator], np.ndarray]:
+    """Values at least 0.1 apart (no ties for max/min) in a random order."""
+
+    def make(rng: np.random.Generator) -> np.ndarray:
+        n = int(np.prod(shape, dtype=np.int64))
+        v = np.arange(n) * 0.3 - 0.15 * n + rng.uniform(-0.1, 0.1, n)
+        return rng.permutation(v).reshape(shape)
+
+    return make
+
+
+def inputs(*makers: Callable[[np.random.Generator], np.ndarray]) -> Callable:
+    return lambda rng: tuple(m(rng) for m in makers)
+
+
+def separated(
+    shape_x: tuple, shape_y: tuple
+) -> Callable[[np.random.Generator], Arrays]:
+    """A pair whose broadcast elements differ by at least 0.2 (no ties for maximum/minimum)."""
+
+    def make(rng: np.random.Generator) -> Arrays:
+        y = rng.standard_normal(shape_y)
+        full = np.broadcast_shapes(shape_x, shape_y)
+        x = rng.standard_normal(shape_x)  # redrawn until every broadcast pair is 0.2 apart
+        for _ in range(1000):
+            gap = np.abs(np.broadcast_to(x, full) - np.broadcast_to(y, full))
+            if gap.min() >= 0.2:
+                return x, y
+            x = rng.standard_normal(shape_x) * 2
+        raise AssertionError("could not draw separated inputs")
+
+    return make
+
+
+def idx(*index: Any) -> tuple:
+    """An index as the ``getitem``/``index_put`` primitives take it."""
+    return normalize_index(index if len(index) != 1 else index[0])
+
+
+def _sum_ref(dim, keepdim):
+    return lambda x: np.sum(x, axis=dim, keepdims=keepdim)
+
+
+def _clip(lo, hi):
+    return lambda x: np.clip(x, lo, hi)
+
+
+def _scatter_ref(shape, index):
+    def ref(g):
+        out = np.zeros(shape)
+        np.add.at(out, index, g)
+        return out
+
+    return ref
+
+
+def _put_ref(index):
+    def ref(x, v):
+        out = x.copy()
+        out[index] = v
+        return out
+
+    return ref
+
+
+# ---------------------------------------------------------------------------- samples
+
+SAMPLES: dict[str, list[Case]] = {}
+NONDIFF_SAMPLES: dict[str, list[Case]] = {}
+
+
+def case(op: str, label: str, make, fn, ref=None, **kw) -> None:
+    SAMPLES.setdefault(op, []).append(Case(op, label, make, fn, ref, **kw))
+
+
+def nondiff(op: str, label: str, make, fn, ref=None) -> None:
+    NONDIFF_SAMPLES.setdefault(op, []).append(Case(op, label, make, fn, ref))
+
+
+# add / sub / mul / div: same shape, broadcasting both ways, 0-d, Python scalar constants
+for op, npf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply)):
+    case(op, "same", inputs(normal(3, 4), normal(3, 4)), lambda x, y, op=op: P(op)(x, y), npf)
+    case(op, "bcast-row", inputs(normal(2, 3, 4), normal(4)),
+         lambda x, y, op=op: P(op)(x, y), npf)
+    case(op, "bcast-both", inputs(normal(3, 1), normal(2, 1, 4)),
+         lambda x, y, op=op: P(op)(x, y), npf)
+    case(op, "0d", inputs(normal(), normal(2, 3)), lambda x, y, op=op: P(op)(x, y), npf)
+    case(op, "scalar-right", inputs(normal(3)), lambda x, op=op: P(op)(x, 2.5),
+         lambda x, npf=npf: npf(x, 2.5))
+    case(op, "scalar-left", inputs(normal(3)), lambda x, op=op: P(op)(-1.5, x),
+         lambda x, npf=npf: npf(-1.5, x))
+    case(op, "same-tensor", inputs(normal(2, 3)), lambda x, op=op: P(op)(x, x),
+         lambda x, npf=npf: npf(x, x))
+case("add", "public-alpha", inputs(normal(3), normal(2, 3)),
+     lambda x, y: mg.add(x, y, alpha=2.0), lambda x, y: x + 2.0 * y)
+case("sub", "operator", inputs(normal(3), normal(2, 3)), lambda x, y: x - y, np.subtract)
+case("mul", "operator-scalar", inputs(normal(2, 2)), lambda x: 3.0 * x, lambda x: 3.0 * x)
+
+case("div", "same", inputs(normal(3, 4), away(0.5, 2, 3, 4)), lambda x, y: P("div")(x, y),
+     np.divide)
+case("div", "bcast", inputs(normal(2, 1, 3), away(0.5, 2, 4, 1)),
+     lambda x, y: P("div")(x, y), np.divide)
+case("div", "scalar-num", inputs(away(0.5, 2, 5)), lambda y: P("div")(1.0, y),
+     lambda y: 1.0 / y)
+case("div", "scalar-den", inputs(normal(5)), lambda x: P("div")(x, 3.0), lambda x: x / 3.0)
+case("div", "operator", inputs(normal(3, 1), away(0.5, 2, 3)), lambda x, y: x / y, np.divide)
+
+case("neg", "2d", inputs(normal(3, 4)), lambda x: P("neg")(x), np.negative)
+case("neg", "0d", inputs(normal()), lambda x: -x, np.negative)
+
+case("pow", "tensors", inputs(uniform(0.5, 2, 3, 4), uniform(-1.5, 1.5, 3, 4)),
+     lambda x, y: P("pow")(x, y), np.power)
+case("pow", "bcast", inputs(uniform(0.5, 2, 2, 1), uniform(-1.5, 1.5, 3)),
+     lambda x, y: P("pow")(x, y), np.power)
+case("pow", "int-exponent", inputs(normal(2, 3)), lambda x: P("pow")(x, 3.0),
+     lambda x: x**3.0)
+case("pow", "frac-exponent", inputs(uniform(0.5, 2, 4)), lambda x: x**2.5, lambda x: x**2.5)
+case("pow", "neg-exponent", inputs(uniform(0.5, 2, 4)), lambda x: x**-1.5, lambda x: x**-1.5)
+case("pow", "scalar-base", inputs(normal(4)), lambda y: P("pow")(2.0, y), lambda y: 2.0**y)
+case("pow", "public", inputs(uniform(0.5, 2, 3), normal(3)), lambda x, y: mg.pow(x, y),
+     np.power)
+
+case("exp", "2d", inputs(uniform(-2, 2, 3, 4)), lambda x: P("exp")(x), np.exp)
+case("exp", "0d", inputs(normal()), lambda x: x.exp(), np.exp)
+case("log", "2d", inputs(uniform(0.2, 3, 3, 4)), lambda x: P("log")(x), np.log)
+case("log", "public", inputs(uniform(0.2, 3, 5)), lambda x: mg.log(x), np.log)
+case("sqrt", "2d", inputs(uniform(0.2, 3, 3, 4)), lambda x: P("sqrt")(x), np.sqrt)
+case("sqrt", "method", inputs(uniform(0.2, 3, 5)), lambda x: x.sqrt(), np.sqrt)
+case("abs", "2d", inputs(away(0.2, 2, 3, 4)), lambda x: P("abs")(x), np.abs)
+case("abs", "operator", inputs(away(0.2, 2, 5)), lambda x: abs(x), np.abs)
+case("tanh", "2d", inputs(uniform(-3, 3, 3, 4)), lambda x: P("tanh")(x), np.tanh)
+case("tanh", "method", inputs(normal(2, 2)), lambda x: x.tanh(), np.tanh)
+case("tanh_backward", "pair", inputs(normal(3, 4), uniform(-0.9, 0.9, 3, 4)),
+     lambda g, out: P("tanh_backward")(g, out), lambda g, out: g * (1 - out**2))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+case("sigmoid", "2d", inputs(uniform(-4, 4, 3, 4)), lambda x: P("sigmoid")(x), _sigmoid)
+case("sigmoid", "large", inputs(uniform(-12, 12, 6)), lambda x: mg.sigmoid(x), _sigmoid)
+case("sigmoid_backward", "pair", inputs(normal(3, 4), uniform(0.1, 0.9, 3, 4)),
+     lambda g, out: P("sigmoid_backward")(g, out), lambda g, out: g * out * (1 - out))
+case("relu", "2d", inputs(away(0.1, 2, 3, 4)), lambda x: P("relu")(x),
+     lambda x: np.maximum(x, 0))
+case("relu", "method", inputs(away(0.1, 2, 6)), lambda x: x.relu(), lambda x: np.maximum(x, 0))
+
+for op, npf in (("maximum", np.maximum), ("minimum", np.minimum)):
+    case(op, "same", separated((3, 4), (3, 4)), lambda x, y, op=op: P(op)(x, y), npf)
+    case(op, "bcast", separated((3, 1), (4,)), lambda x, y, op=op: P(op)(x, y), npf)
+    case(op, "scalar", inputs(away(0.2, 2, 3, 4, center=0.3)),
+         lambda x, op=op: P(op)(x, 0.3), lambda x, npf=npf: npf(x, 0.3))
+case("maximum", "public", separated((2, 3), (3,)), lambda x, y: mg.maximum(x, y), np.maximum)
+case("maximum", "max-elementwise", separated((2, 3), (2, 3)), lambda x, y: mg.max(x, y),
+     np.maximum)
+case("minimum", "public", separated((2, 3), (3,)), lambda x, y: mg.minimum(x, y), np.minimum)
+
+case("clamp", "both", inputs(avoiding((-0.5, 0.5), 4, 5)),
+     lambda x: P("clamp")(x, min=-0.5, max=0.5), _clip(-0.5, 0.5))
+case("clamp", "both-outside", inputs(away(0.6, 1.5, 4, 5)),
+     lambda x: P("clamp")(x, min=-0.4, max=0.4), _clip(-0.4, 0.4))
+case("clamp", "min-only", inputs(away(0.1, 2, 4, 5, center=0.2)), lambda x: x.clamp(min=0.2),
+     _clip(0.2, None))
+case("clamp", "max-only", inputs(away(0.1, 2, 4, 5, center=-0.2)),
+     lambda x: mg.clamp(x, max=-0.2), _clip(None, -0.2))
+
+_COND = np.array([[True, False, True, True], [False, False, True, False], [True, True, False,
+                                                                             False]])
+_COND_COL = np.array([[True], [False], [True]])
+case("where", "same", inputs(normal(3, 4), normal(3, 4)),
+     lambda x, y: P("where")(mg.tensor(_COND), x, y), lambda x, y: np.where(_COND, x, y))
+case("where", "bcast", inputs(normal(3, 4), normal(4)),
+     lambda x, y: mg.where(mg.tensor(_COND_COL), x, y), lambda x, y: np.where(_COND_COL, x, y))
+case("where", "scalar-other", inputs(normal(3, 4)), lambda x: mg.where(mg.tensor(_COND), x, 0.5),
+     lambda x: np.where(_COND, x, 0.5))
+case("where", "scalar-input", inputs(normal(4)),
+     lambda y: mg.where(mg.tensor(_COND_COL), -2.0, y), lambda y: np.where(_COND_COL, -2.0, y))
+
+case("to", "same-dtype", inputs(normal(3, 4)), lambda x: P("to")(x, dtype=np.float64),
+     lambda x: x)
+case("to", "round-trip-f32", inputs(normal(3, 4)),
+     lambda x: P("to")(P("to")(x, dtype=np.float32), dtype=np.float64),
+     lambda x: x.astype(np.float32).astype(np.float64),
+     check={"eps": 1e-3, "atol": 1e-4, "rtol": 1e-3})
+case("clone", "2d", inputs(normal(3, 4)), lambda x: P("clone")(x), lambda x: x)
+
+case("sum", "all", inputs(normal(3, 4)), lambda x: P("sum")(x, dim=None, keepdim=False),
+     _sum_ref(None, False))
+case("sum", "dim1", inputs(normal(3, 4)), lambda x: P("sum")(x, dim=(1,), keepdim=False),
+     _sum_ref(1, False))
+case("sum", "keepdim", inputs(normal(2, 3, 4)), lambda x: P("sum")(x, dim=(0, 2), keepdim=True),
+     _sum_ref((0, 2), True))
+case("sum", "all-keepdim", inputs(normal(2, 3)), lambda x: P("sum")(x, dim=None, keepdim=True),
+     _sum_ref(None, True))
+case("sum", "0d", inputs(normal()), lambda x: P("sum")(x, dim=None, keepdim=False),
+     _sum_ref(None, False))
+case("sum", "public-neg-dim", inputs(normal(2, 3, 4)), lambda x: mg.sum(x, dim=-1),
+     _sum_ref(-1, False))
+case("sum", "mean", inputs(normal(2, 3, 4)), lambda x: x.mean(dim=(0, -1), keepdim=True),
+     lambda x: np.mean(x, axis=(0, -1), keepdims=True))
+
+case("sum_to", "lead-and-ones", inputs(normal(2, 3, 4)), lambda x: P("sum_to")(x, shape=(3, 1)),
+     lambda x: x.sum(axis=(0, 2)).reshape(3, 1))
+case("sum_to", "row", inputs(normal(2, 3, 4)), lambda x: P("sum_to")(x, shape=(1, 4)),
+     lambda x: x.sum(axis=(0, 1)).reshape(1, 4))
+case("sum_to", "scalar", inputs(normal(2, 3)), lambda x: P("sum_to")(x, shape=()),
+     lambda x: x.sum())
+case("sum_to", "same", inputs(normal(2, 3)), lambda x: P("sum_to")(x, shape=(2, 3)), lambda x: x)
+
+for op, npf in (("amax", np.max), ("amin", np.min)):
+    case(op, "all", inputs(distinct(3, 4)), lambda x, op=op: P(op)(x, dim=None, keepdim=False),
+         lambda x, npf=npf: npf(x))
+    case(op, "dim1", inputs(distinct(3, 4)), lambda x, op=op: P(op)(x, dim=(1,), keepdim=False),
+         lambda x, npf=npf: npf(x, axis=1))
+    case(op, "dims-keepdim", inputs(distinct(2, 3, 4)),
+         lambda x, op=op: P(op)(x, dim=(0, 2), keepdim=True),
+         lambda x, npf=npf: npf(x, axis=(0, 2), keepdims=True))
+case("amax", "public-max-dim", inputs(distinct(3, 4)), lambda x: mg.max(x, dim=-1).values,
+     lambda x: x.max(axis=-1))
+case("amax", "public-max-all", inputs(distinct(3, 4)), lambda x: x.max(), lambda x: x.max())
+case("amin", "public-min-dim", inputs(distinct(3, 4)), lambda x: x.min(0, keepdim=True)[0],
+     lambda x: x.min(axis=0, keepdims=True))
+
+case("reshape", "merge", inputs(normal(2, 3, 4)), lambda x: P("reshape")(x, shape=(6, 4)),
+     lambda x: x.reshape(6, 4))
+case("reshape", "flat", inputs(normal(2, 3, 4)), lambda x: x.reshape(-1),
+     lambda x: x.reshape(-1))
+case("reshape", "of-transposed", inputs(normal(3, 4)), lambda x: x.T.reshape(2, 6),
+     lambda x: x.T.reshape(2, 6))
+case("reshape", "0d", inputs(normal()), lambda x: x.reshape(1, 1), lambda x: x.reshape(1, 1))
+case("reshape", "view", inputs(normal(4, 3)), lambda x: x.view(2, 2, 3),
+     lambda x: x.reshape(2, 2, 3))
+case("reshape", "squeeze-unsqueeze", inputs(normal(3, 1, 4)),
+     lambda x: x.squeeze(1).unsqueeze(0), lambda x: x.reshape(1, 3, 4))
+case("reshape", "flatten", inputs(normal(2, 3, 4)), lambda x: x.flatten(1),
+     lambda x: x.reshape(2, 12))
+
+case("permute", "3d", inputs(normal(2, 3, 4)), lambda x: P("permute")(x, dims=(2, 0, 1)),
+     lambda x: x.transpose(2, 0, 1))
+case("permute", "T", inputs(normal(3, 4)), lambda x: x.T, lambda x: x.T)
+case("permute", "transpose", inputs(normal(2, 3, 4)), lambda x: x.transpose(0, -1),
+     lambda x: np.swapaxes(x, 0, -1))
+
+case("expand", "3d", inputs(normal(3, 1)), lambda x: P("expand")(x, shape=(2, 3, 4)),
+     lambda x: np.broadcast_to(x, (2, 3, 4)))
+case("expand", "1d", inputs(normal(1)), lambda x: x.expand(5), lambda x: np.broadcast_to(x, 5))
+case("expand", "0d", inputs(normal()), lambda x: x.expand(2, 2),
+     lambda x: np.broadcast_to(x, (2, 2)))
+case("expand", "keep-size", inputs(normal(1, 3)), lambda x: x.expand(4, -1),
+     lambda x: np.broadcast_to(x, (4, 3)))
+
+_ROWS = np.array([0, 2, 0, 3])
+_MASK = np.array([[True, False, True], [False, False, True], [True, True, False],
+                  [False, True, False]])
+for label, index in (
+    ("int", idx(1)),
+    ("neg-int", idx(-1, slice(None))),
+    ("slice-step", idx(slice(None, None, 2), slice(1, None))),
+    ("reverse", idx(slice(None, None, -1))),
+    ("none-ellipsis", idx(None, Ellipsis, 0)),
+    ("int-array-repeated", idx(_ROWS)),
+    ("two-arrays", idx(np.array([0, 1, 1]), np.array([2, 0, 2]))),
+    ("slice-and-array", idx(slice(1, 3), np.array([2, 2, 0]))),
+    ("neg-array", idx(np.array([-1, 0, -1]))),
+    ("bool-mask", idx(_MASK)),
+    ("bool-rows", idx(np.array([True, False, True, True]))),
+):
+    case("getitem", label, inputs(normal(4, 3)),
+         lambda x, index=index: P("getitem")(x, index=index), lambda x, index=index: x[index])
+case("getitem", "public-advanced", inputs(normal(4, 3)), lambda x: x[[3, 3, 1], 1:],
+     lambda x: x[[3, 3, 1], 1:])
+case("getitem", "public-tensor-index", inputs(normal(4, 3)),
+     lambda x: x[mg.tensor([2, 0, 2])], lambda x: x[[2, 0, 2]])
+case("getitem", "public-mask", inputs(normal(4, 3)), lambda x: x[mg.tensor(_MASK)],
+     lambda x: x[_MASK])
+case("getitem", "chunk", inputs(normal(5, 2)), lambda x: x.chunk(2)[1], lambda x: x[3:])
+case("getitem", "split", inputs(normal(2, 5)), lambda x: mg.split(x, [1, 4], dim=1)[1],
+     lambda x: x[:, 1:])
+case("getitem", "iter", inputs(normal(3, 2)), lambda x: list(x)[2], lambda x: x[2])
+
+for label, shape, index, gshape in (
+    ("rows-repeated", (3, 4), idx(np.array([0, 2, 0, 1, 0])), (5, 4)),
+    ("cols-repeated", (3, 4), idx(slice(None), np.array([1, 1, 3])), (3, 3)),
+    ("pairs-repeated", (3, 4), idx(np.array([0, 0, 2]), np.array([1, 1, 3])), (3,)),
+    ("basic", (3, 4), idx(slice(1, 3)), (2, 4)),
+    ("basic-int", (3, 4), idx(1, slice(None, None, 2)), (2,)),
+    ("mask", (4, 3), idx(_MASK), (int(_MASK.sum()),)),
+):
+    case("index_scatter", label, inputs(normal(*gshape)),
+         lambda g, shape=shape, index=index: P("index_scatter")(g, shape=shape, index=index),
+         _scatter_ref(shape, index))
+
+for label, index, vshape in (
+    ("rows", idx(np.array([0, 2])), (2, 3)),
+    ("rows-bcast", idx(np.array([3, 1])), (3,)),
+    ("slice", idx(slice(1, 3), 0), (2,)),
+    ("mask", idx(_MASK), (int(_MASK.sum()),)),
+    ("bcast-scalar-shape", idx(slice(None), 1), (1,)),
+):
+    case("index_put", label, inputs(normal(4, 3), normal(*vshape)),
+         lambda x, v, index=index: P("index_put")(x, v, index=index), _put_ref(index))
+case("index_put", "scalar-value", inputs(normal(4, 3)),
+     lambda x: P("index_put")(x, 2.0, index=idx(np.array([1, 2]))),
+     lambda x: _put_ref(idx(np.array([1, 2])))(x, 2.0))
+
+case("cat", "dim0", inputs(normal(2, 3), normal(1, 3)), lambda x, y: P("cat")(x, y, dim=0),
+     lambda x, y: np.concatenate([x, y], 0))
+case("cat", "three-dim1", inputs(normal(2, 1), normal(2, 3), normal(2, 2)),
+     lambda x, y, z: mg.cat([x, y, z], dim=1), lambda x, y, z: np.concatenate([x, y, z], 1))
+case("cat", "neg-dim", inputs(normal(2, 3, 1), normal(2, 3, 2)),
+     lambda x, y: mg.cat([x, y], -1), lambda x, y: np.concatenate([x, y], -1))
+case("cat", "same-tensor", inputs(normal(2, 2)), lambda x: mg.cat([x, x * 2.0]),
+     lambda x: np.concatenate([x, x * 2.0]))
+case("cat", "stack", inputs(normal(2, 3), normal(2, 3)), lambda x, y: mg.stack([x, y], dim=1),
+     lambda x, y: np.stack([x, y], 1))
+
+case("fill", "2d", inputs(normal(3, 4)), lambda x: P("fill")(x, value=2.5),
+     lambda x: np.full_like(x, 2.5), second_order=False)  # the first gradient is None
+case("copy", "bcast", inputs(normal(3, 4), normal(4)), lambda x, s: P("copy")(x, s),
+     lambda x, s: np.broadcast_to(s, x.shape).copy())
+case("copy", "same", inputs(normal(2, 3), normal(2, 3)), lambda x, s: P("copy")(x, s),
+     lambda x, s: s)
+
+for label, sx, sy in (
+    ("2d-2d", (3, 4), (4, 2)),
+    ("1d-1d", (4,), (4,)),
+    ("1d-2d", (4,), (4, 3)),
+    ("2d-1d", (3, 4), (4,)),
+    ("batched", (2, 3, 4), (2, 4, 5)),
+    ("batch-bcast", (2, 1, 3, 4), (5, 4, 2)),
+    ("3d-2d", (2, 3, 4), (4, 2)),
+    ("1d-3d", (4,), (2, 4, 3)),
+    ("3d-1d", (2, 3, 4), (4,)),
+):
+    case("matmul", label, inputs(normal(*sx), normal(*sy)), lambda x, y: P("matmul")(x, y),
+         np.matmul)
+case("matmul", "operator", inputs(normal(2, 3), normal(3, 2)), lambda x, y: x @ y, np.matmul)
+case("matmul", "public", inputs(normal(2, 3), normal(3)), lambda x, y: mg.matmul(x, y),
+     np.matmul)
+
+# ---------------------------------------------------------------------------- non-differentiable
+
+def _ties(rng: np.random.Generator) -> Arrays:
+    x = rng.integers(-2, 3, (3, 4)).astype(np.float64)
+    y = rng.integers(-2, 3, (3, 4)).astype(np.float64)
+    return x, y
+
+
+def _bools(rng: np.random.Generator) -> Arrays:
+    return rng.random((3, 4)) < 0.5, rng.random((4,)) < 0.5
+
+
+nondiff("sign", "2d", lambda rng: (np.array([[-2.0, 0.0, 3.0], [0.5, -0.0, -1e-9]]),),
+        lambda x: P("sign")(x), np.sign)
+nondiff("sign", "public", inputs(normal(5)), lambda x: mg.sign(x), np.sign)
+for op, npf, opf in (
+    ("eq", np.equal, lambda a, b: a == b),
+    ("ne", np.not_equal, lambda a, b: a != b),
+    ("lt", np.less, lambda a, b: a < b),
+    ("le", np.less_equal, lambda a, b: a <= b),
+    ("gt", np.greater, lambda a, b: a > b),
+    ("ge", np.greater_equal, lambda a, b: a >= b),
+):
+    nondiff(op, "ties", _ties, lambda x, y, op=op: P(op)(x, y), npf)
+    nondiff(op, "operator-bcast", lambda rng: (_ties(rng)[0], _ties(rng)[1][0]), opf, npf)
+    nondiff(op, "scalar", lambda rng: (_ties(rng)[0],), lambda x, opf=opf: opf(x, 1.0),
+            lambda x, npf=npf: npf(x, 1.0))
+for op, npf, opf in (
+    ("logical_and", np.logical_and, lambda a, b: a & b),
+    ("logical_or", np.logical_or, lambda a, b: a | b),
+    ("logical_xor", np.logical_xor, lambda a, b: a ^ b),
+):
+    nondiff(op, "prim", _bools, lambda x, y, op=op: P(op)(x, y), npf)
+    nondiff(op, "operator", _bools, opf, npf)
+nondiff("logical_not", "prim", lambda rng: _bools(rng)[:1], lambda x: P("logical_not")(x),
+        np.logical_not)
+nondiff("logical_not", "operator", lambda rng: _bools(rng)[:1], lambda x: ~x, np.logical_not)
+
+
+def all_cases() -> list[Case]:
+    return [c for cases in SAMPLES.values() for c in cases]
+
+
+def nondiff_cases() -> list[Case]:
+    return [c for cases in NONDIFF_SAMPLES.values() for c in cases]

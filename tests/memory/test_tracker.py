@@ -1,0 +1,85 @@
+"""The memory tracker counts tensor buffers exactly: stated by arithmetic, to the byte."""
+
+import numpy as np
+import pytest
+
+import memgrad as mg
+
+
+def test_views_count_once_and_freeing_returns_to_start():
+    with mg.memory.track() as t:
+        a = mg.zeros(1000)  # float32: 4000 bytes
+        assert mg.memory.allocated_bytes() - t.start_bytes == 4000
+        views = [a.reshape(10, 100), a.reshape(10, 100).T, a.expand(3, 1000), a[::2], a.detach()]
+        assert mg.memory.allocated_bytes() - t.start_bytes == 4000
+        b = a + 1.0  # a new buffer
+        assert mg.memory.allocated_bytes() - t.start_bytes == 8000
+        del a, views
+        assert mg.memory.allocated_bytes() - t.start_bytes == 4000  # b alone
+        del b
+        assert mg.memory.allocated_bytes() == t.start_bytes
+    assert t.peak_above_start == 8000 and t.end_bytes == t.start_bytes
+
+
+def test_saved_tensors_are_counted_until_backward_frees_them():
+    x = mg.ones(100, dtype=mg.float64, requires_grad=True)  # 800 bytes, before tracking
+    with mg.memory.track() as t:
+        assert mg.memory.allocated_bytes() - t.start_bytes == 0
+        loss = (x.exp() * 3.0).sum()
+        # exp's output (800) is saved by exp itself; mul by a constant saves nothing and
+        # its output (800) is freed once sum ran; the scalar loss is 8 bytes
+        assert mg.memory.allocated_bytes() - t.start_bytes == 800 + 8
+        loss.backward()
+        # exp's saved output is freed; x.grad (800) remains, besides the loss
+        assert mg.memory.allocated_bytes() - t.start_bytes == 800 + 8
+        assert x.grad is not None
+        del loss
+    assert t.end_bytes - t.start_bytes == 800
+    np.testing.assert_allclose(x.grad.numpy(), 3 * np.e)
+
+
+def test_timeline_names_ops_and_phases():
+    from memgrad.checkpoint import checkpoint
+
+    w = mg.ones(4, 4, dtype=mg.float64, requires_grad=True)
+    x = mg.ones(2, 4, dtype=mg.float64)
+    with mg.memory.track() as t:
+        y = checkpoint(lambda h: (h @ w).tanh(), x)
+        y.sum().backward()
+    phases = [(e.op, e.phase) for e in t.timeline]
+    assert ("matmul", "forward") in phases and ("tanh", "forward") in phases
+    assert ("matmul", "recompute") in phases and ("tanh", "recompute") in phases
+    assert ("tanh_backward", "backward") in phases
+    assert all(e.bytes >= t.start_bytes for e in t.timeline)
+    assert t.timeline[t.peak_index].bytes <= t.peak_bytes
+
+
+def test_allocated_bytes_without_tracking_scans_live_tensors():
+    before = mg.memory.allocated_bytes()
+    a = mg.zeros(250, dtype=mg.float64)  # 2000 bytes
+    v = a[10:]  # a view: nothing more
+    assert mg.memory.allocated_bytes() - before == 2000
+    del a, v
+    assert mg.memory.allocated_bytes() == before
+
+
+def test_peak_needs_accounting_and_reset_peak():
+    with pytest.raises(RuntimeError, match="track"):
+        mg.memory.peak_bytes()
+    with mg.memory.track():
+        big = mg.zeros(10_000)
+        del big
+        assert mg.memory.peak_bytes() - mg.memory.allocated_bytes() >= 40_000
+        mg.memory.reset_peak()
+        assert mg.memory.peak_bytes() == mg.memory.allocated_bytes()
+
+
+def test_tracking_off_restores_the_tensor_constructor():
+    from memgrad.tensor import Tensor
+
+    init = Tensor.__init__
+    with mg.memory.track():
+        with mg.memory.track():
+            assert Tensor.__init__ is not init
+        assert Tensor.__init__ is not init
+    assert Tensor.__init__ is init
