@@ -1,0 +1,301 @@
+"""The planner: choose where to cut a chain of layers so that a training step fits a memory
+budget with the least recomputation.
+
+NOTE [ Peak model ]
+Profiling runs each stage once in grad mode and records, per stage i: ``kept[i]``, the bytes
+its graph keeps alive for backward (its output included); ``out[i]``, its output's bytes;
+``grads[i]``, the bytes of gradients its parameters will get; and ``seconds[i]``, its forward
+time. For segments ``[s, e)`` of which all but the last are checkpointed, the bytes alive
+above the step's starting level are predicted at these moments:
+- the backward of each segment, from its start (everything it keeps is alive: stored by
+  the forward for the last segment, recomputed for the others) to its end (its
+  activations freed, its parameters' gradients made): the boundaries before it (its own
+  input included; for the last segment, all of them), the most its stages keep plus the
+  parameter gradients made by then, and a transient of TRANSIENT_OUTPUTS times its
+  largest output (the gradient coming in, the one being made, and one more where two
+  gradients meet and are summed).
+The predicted peak is the largest of these. The extra time is the forward time of the
+checkpointed segments (each recomputed once). ``plan`` minimises the extra time subject to
+the predicted peak fitting the budget, or, without a budget, minimises the peak (then the
+time), by dynamic programming over (cut position, bytes of boundaries so far): the cost of
+what follows a cut depends only on those two, so the search is exact.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memgrad.errors import PlanError
+
+__all__ = ["StageProfile", "Plan", "profile", "plan", "plan_from_profile", "predict"]
+
+# gradient buffers of a stage's output size alive at once in backward (NOTE [ Peak model ])
+TRANSIENT_OUTPUTS = 3
+
+
+@dataclass(frozen=True)
+class StageProfile:
+    """What one stage costs: bytes kept for backward (output included), output bytes,
+    parameter-gradient bytes, and forward seconds."""
+
+    kept: int
+    out: int
+    grads: int
+    seconds: float
+
+
+@dataclass
+class Plan:
+    """A segmentation: ``bounds`` are ``[start, end)`` per segment (all but the last are
+    checkpointed), with the predicted peak bytes (above the step's starting level) and the
+    predicted extra seconds of recomputation per step. ``checkpoint_sequential`` takes a
+    Plan in place of a segment count."""
+
+    bounds: list[tuple[int, int]]
+    predicted_peak: int
+    predicted_extra_seconds: float
+    budget_bytes: int | None = None
+    profiles: list[StageProfile] = field(default_factory=list, repr=False)
+
+    @property
+    def segments(self) -> int:
+        return len(self.bounds)
+
+    @property
+    def sizes(self) -> list[int]:
+        return [e - s for s, e in self.bounds]
+
+    def __str__(self) -> str:
+        budget = "none" if self.budget_bytes is None else f"{self.budget_bytes:,} B"
+        return (
+            f"Plan: {self.segments} segments of sizes {self.sizes} (cuts at "
+            f"{[s for s, _ in self.bounds[1:]]}); predicted peak {self.predicted_peak:,} B "
+            f"(budget {budget}); predicted recompute {self.predicted_extra_seconds * 1e3:.1f} "
+            "ms per step"
+        )
+
+
+def profile(functions: Sequence[Callable[[Any], Any]], input: Any) -> list[StageProfile]:
+    """Run each stage once, in grad mode, measuring what it keeps for backward and its time.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.checkpoint.planner import profile
+        >>> w = mg.randn(64, 64, requires_grad=True)
+        >>> p = profile([lambda h: (h @ w).relu()] * 3, mg.randn(32, 64))
+        >>> [s.out for s in p]
+        [8192, 8192, 8192]
+    """
+    from memgrad.autograd.grad_mode import enable_grad
+    from memgrad.memory import buffer_of, track
+    from memgrad.tensor import Tensor
+
+    stages = list(functions)
+    if not stages:
+        raise ValueError("plan: functions is empty")
+    result = []
+    h = input
+    keep = []  # hold every stage's output (and so its graph) until all are measured
+    with enable_grad():
+        for f in stages:
+            seen_grads: set[int] = set()
+            with track() as t:
+                start = time.perf_counter()
+                out = f(h)
+                seconds = time.perf_counter() - start
+            if not isinstance(out, Tensor):
+                raise TypeError(
+                    f"plan: stage {len(result)} returned {type(out).__name__}; every stage must "
+                    "return one Tensor (the next stage's input)"
+                )
+            grads = 0
+            for p in _parameters(f):
+                if p.requires_grad and id(p) not in seen_grads:
+                    seen_grads.add(id(p))
+                    grads += p.numel() * p.dtype.itemsize
+            out_bytes = buffer_of(out.numpy()).nbytes
+            result.append(StageProfile(t.end_bytes - t.start_bytes, out_bytes, grads, seconds))
+            keep.append(out)
+            h = out
+    return result
+
+
+def _parameters(f: Any) -> list:
+    params = getattr(f, "parameters", None)
+    if callable(params):
+        return list(params())
+    # a plain function: the tensors it closes over or takes as defaults
+    from memgrad.tensor import Tensor
+
+    found = []
+    for cell in getattr(f, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(value, Tensor):
+            found.append(value)
+    for value in getattr(f, "__defaults__", None) or ():
+        if isinstance(value, Tensor):
+            found.append(value)
+    return found
+
+
+def predict(
+    profiles: Sequence[StageProfile], bounds: Sequence[tuple[int, int]]
+) -> tuple[int, float]:
+    """Predicted peak bytes and extra seconds of a segmentation (NOTE [ Peak model ])."""
+    n = len(profiles)
+    if (
+        not bounds
+        or bounds[0][0] != 0
+        or bounds[-1][1] != n
+        or any(s >= e for s, e in bounds)
+        or any(a[1] != b[0] for a, b in zip(bounds, bounds[1:]))
+    ):
+        raise ValueError(f"predict: {list(bounds)} is not a segmentation of {n} stages")
+    _, checkpointed, last = _segment_terms(list(profiles))
+    peak = 0
+    boundaries = 0
+    extra = 0.0
+    for s, e in bounds[:-1]:
+        peak = max(peak, checkpointed(s, e, boundaries))
+        boundaries += profiles[e - 1].out
+        extra += sum(p.seconds for p in profiles[s:e])
+    return max(peak, last(bounds[-1][0], boundaries)), extra
+
+
+def plan_from_profile(
+    profiles: Sequence[StageProfile], budget_bytes: int | None = None
+) -> Plan:
+    """The exact best segmentation for measured ``profiles`` (see ``plan``)."""
+    profiles = list(profiles)
+    if budget_bytes is None:
+        least = _least_peak(profiles)
+        bounds = _least_time(profiles, least)
+    else:
+        if budget_bytes <= 0:
+            raise PlanError(f"plan: budget_bytes must be positive, got {budget_bytes}")
+        bounds = _least_time(profiles, budget_bytes)
+        if bounds is None:
+            least = _least_peak(profiles)
+            raise PlanError(
+                f"plan: no segmentation fits a budget of {budget_bytes:,} bytes; the smallest "
+                f"feasible budget for this model and input is {least:,} bytes (predicted "
+                "peak above the step's starting level). Raise the budget, or shrink the batch."
+            )
+    assert bounds is not None
+    peak, extra = predict(profiles, bounds)
+    return Plan(bounds, peak, extra, budget_bytes, profiles)
+
+
+def plan(
+    functions: Sequence[Callable[[Any], Any]], input: Any, budget_bytes: int | None = None
+) -> Plan:
+    """Profile each stage once, then choose the segment boundaries (not only equal counts)
+    that minimise recomputed forward time subject to the predicted peak fitting
+    ``budget_bytes``; with no budget, the least peak. Raises ``PlanError`` naming the
+    smallest feasible budget when none fits.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.checkpoint import plan, checkpoint_sequential
+        >>> ws = [mg.randn(64, 64, requires_grad=True) for _ in range(8)]
+        >>> layers = [lambda h, w=w: (h @ w).relu() for w in ws]
+        >>> x = mg.randn(128, 64)
+        >>> p = plan(layers, x)
+        >>> out = checkpoint_sequential(layers, p, x)
+        >>> p.segments > 1
+        True
+    """
+    return plan_from_profile(profile(functions, input), budget_bytes)
+
+
+# ---------------------------------------------------------------------------- search
+
+
+def _segment_terms(profiles: list[StageProfile]) -> tuple[list[float], Callable, Callable]:
+    n = len(profiles)
+    prefix_kept = [0] * (n + 1)
+    prefix_sec = [0.0] * (n + 1)
+    for i, p in enumerate(profiles):
+        prefix_kept[i + 1] = prefix_kept[i] + p.kept
+        prefix_sec[i + 1] = prefix_sec[i] + p.seconds
+    suffix_grads = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        suffix_grads[i] = suffix_grads[i + 1] + profiles[i].grads
+    # worst[s, e]: the most that segment [s, e) holds during its backward, with the
+    # gradients made by then: while stage k-1 runs backward, stages s .. k-1 still keep their
+    # activations and stages k-1 .. n-1 have their parameter gradients
+    worst = {}
+    max_out = {}
+    for s in range(n):
+        w = suffix_grads[s]
+        m = 0
+        for e in range(s + 1, n + 1):
+            w = max(w, prefix_kept[e] - prefix_kept[s] + suffix_grads[e - 1])
+            m = max(m, profiles[e - 1].out)
+            worst[s, e] = w
+            max_out[s, e] = m
+
+    def checkpointed(s: int, e: int, before: int) -> int:
+        return before + worst[s, e] + TRANSIENT_OUTPUTS * max_out[s, e]
+
+    def last(s: int, boundaries: int) -> int:
+        return boundaries + worst[s, n] + TRANSIENT_OUTPUTS * max_out[s, n]
+
+    return prefix_sec, checkpointed, last
+
+
+def _least_peak(profiles: list[StageProfile]) -> int:
+    """The smallest predicted peak over all segmentations."""
+    n = len(profiles)
+    _, checkpointed, last = _segment_terms(profiles)
+    # states[c]: boundary bytes so far -> least peak so far, for cuts ending at c
+    states: list[dict[int, int]] = [dict() for _ in range(n + 1)]
+    states[0][0] = 0
+    best = None
+    for s in range(n):
+        for boundaries, peak in states[s].items():
+            final = max(peak, last(s, boundaries))
+            best = final if best is None else min(best, final)
+            for e in range(s + 1, n):
+                p = max(peak, checkpointed(s, e, boundaries))
+                nb = boundaries + profiles[e - 1].out
+                if p < states[e].get(nb, p + 1):
+                    states[e][nb] = p
+    assert best is not None
+    return best
+
+
+def _least_time(profiles: list[StageProfile], budget: int) -> list[tuple[int, int]] | None:
+    """The segmentation with the least extra time whose predicted peak fits ``budget``."""
+    n = len(profiles)
+    prefix_sec, checkpointed, last = _segment_terms(profiles)
+    # states[c]: boundary bytes so far -> (least extra seconds, previous cut, its boundaries)
+    states: list[dict[int, tuple[float, int, int]]] = [dict() for _ in range(n + 1)]
+    states[0][0] = (0.0, -1, -1)
+    best = None
+    for s in range(n):
+        for boundaries, (sec, _, _) in sorted(states[s].items()):
+            if last(s, boundaries) <= budget and (best is None or sec < best[0]):
+                best = (sec, s, boundaries)
+            for e in range(s + 1, n):
+                if checkpointed(s, e, boundaries) > budget:
+                    continue
+                nb = boundaries + profiles[e - 1].out
+                t = sec + prefix_sec[e] - prefix_sec[s]
+                if t < states[e].get(nb, (float("inf"),))[0]:
+                    states[e][nb] = (t, s, boundaries)
+    if best is None:
+        return None
+    _, s, boundaries = best
+    bounds = [(s, n)]
+    while s > 0:
+        _, prev, prev_boundaries = states[s][boundaries]
+        bounds.append((prev, s))
+        s, boundaries = prev, prev_boundaries
+    return bounds[::-1]
