@@ -32,6 +32,8 @@ class _State(threading.local):
     recomputing = 0
     # inside the op observer's call of a primitive (see ops.registry.op_hooks)
     observed = False
+    # the recorder of memory.saved_report while it runs
+    save_report = None
     # what the running engine call is: "backward", "backward_inputs" or "grad"
     engine_call = None
 

@@ -201,7 +201,12 @@ class _Frame:
 
     # -- forward
     def forward(self) -> Any:
-        with saved_tensors_hooks(self._pack, _unpack), _op_hook(self._forward_op):
+        report = state.save_report
+        with contextlib.ExitStack() as stack:
+            if report is not None:
+                stack.enter_context(report.region(self.function))
+            stack.enter_context(saved_tensors_hooks(self._pack, _unpack))
+            stack.enter_context(_op_hook(self._forward_op))
             return self.function(*self.args, **self.kwargs)
 
     def _forward_op(self, prim: Any, args: tuple, params: dict) -> Tensor:
@@ -225,13 +230,16 @@ class _Frame:
         self.metas.append((t.shape, t.dtype, getattr(op, "name", type(op).__name__)))
         if self.current_op is not None:
             self.saves_of.setdefault(self.current_op, []).append((j, state.saving_index))
-        if (
+        keep = (
             id(t) in self.input_ids
             or id(t) in self.kept_ids
             or (t.grad_fn is None and t.requires_grad)
             or (state.saving_index < 0 and self.policy is not None and op is not None
                 and self.policy(op))
-        ):
+        )
+        if state.save_report is not None:
+            state.save_report.record(t, kept=keep)
+        if keep:
             return t  # alive anyway (an argument or a parameter) or kept by the policy
         self.placeholders.add(j)
         return _Placeholder(self, j)

@@ -1,5 +1,7 @@
-"""Memory accounting: live bytes of tensor storage, peaks, and per-op timelines."""
+"""Memory accounting: live bytes of tensor storage, peaks, per-op timelines, and reports of
+what backward will need."""
 
+from memgrad.memory.report import SavedEntry, SavedReport, saved_report
 from memgrad.memory.tracker import (
     TimelineEntry,
     Trace,
@@ -13,6 +15,9 @@ from memgrad.memory.tracker import (
 )
 
 __all__ = [
+    "saved_report",
+    "SavedReport",
+    "SavedEntry",
     "allocated_bytes",
     "peak_bytes",
     "reset_peak",
