@@ -7,6 +7,7 @@ indexing, in-place ops...) comes from the op table: ``memgrad.ops`` binds each f
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import Any
 
@@ -19,6 +20,18 @@ float64 = np.dtype(np.float64)
 int64 = np.dtype(np.int64)
 bool_ = np.dtype(np.bool_)
 default_dtype = float32
+
+
+def _warn_if_tracing(what: str) -> None:
+    from memgrad.autograd.grad_mode import state
+
+    if state.tracer is not None:
+        warnings.warn(
+            f"memgrad.jit.trace: {what} on a tensor reads its value while tracing; if Python "
+            "control flow depends on it, the trace is specialised to the branch taken now "
+            "and will not follow other inputs",
+            stacklevel=3,
+        )
 
 
 class VersionCounter:
@@ -111,6 +124,7 @@ class Tensor:
         return self._data.tolist()
 
     def item(self) -> Any:
+        _warn_if_tracing("item()")
         if self._data.size != 1:
             raise RuntimeError(
                 f"Tensor.item(): a Tensor with {self._data.size} elements cannot be converted "
@@ -133,6 +147,7 @@ class Tensor:
                 f"Boolean value of Tensor with {self._data.size} elements is ambiguous; "
                 "use .any() or .all()"
             )
+        _warn_if_tracing("bool()")
         return bool(self._data)
 
     def __float__(self) -> float:

@@ -34,6 +34,8 @@ class _State(threading.local):
     observed = False
     # the recorder of memory.saved_report while it runs
     save_report = None
+    # the jit tracer recording this thread's ops
+    tracer = None
     # what the running engine call is: "backward", "backward_inputs" or "grad"
     engine_call = None
 

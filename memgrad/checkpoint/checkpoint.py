@@ -195,17 +195,19 @@ class _Frame:
         self.kept: dict[int, Tensor] = {}  # op -> output kept by the policy
         self.kept_ids: set[int] = set()
         self.current_op: int | None = None
+        self.outer_hook: Callable | None = None
         self.rebuilt: dict[int, Tensor] = {}
         self.recomputations = 0
         self.recomputed_ops = 0  # ops run by the last recomputation
 
     # -- forward
     def forward(self) -> Any:
-        report = state.save_report
         with contextlib.ExitStack() as stack:
-            if report is not None:
-                stack.enter_context(report.region(self.function))
+            for listener in (state.save_report, state.tracer):  # they show regions as blocks
+                if listener is not None:
+                    stack.enter_context(listener.region(self.function))
             stack.enter_context(saved_tensors_hooks(self._pack, _unpack))
+            self.outer_hook = state.op_hook
             stack.enter_context(_op_hook(self._forward_op))
             return self.function(*self.args, **self.kwargs)
 
@@ -213,7 +215,7 @@ class _Frame:
         k = len(self.ops)
         self.ops.append(prim.name)
         self.current_op = k
-        state.op_hook = None
+        state.op_hook = self.outer_hook  # an enclosing hook (a tracer) sees the op too
         try:
             out = apply(prim, args, params)
         finally:

@@ -1,0 +1,184 @@
+"""The let-binding IR: a closed program of primitive calls.
+
+```
+graph(%x: float32[4, 8], param %w: float32[8, 8]):
+  %0 = matmul %x, %w                  # float32[4, 8]
+  %1 = tanh %0                        # float32[4, 8]
+  %2 = sum[dim=None, keepdim=False] %1  # float32[]
+  return %2
+```
+
+Formal parameters are the inputs and the tensors the function closes over that require grad
+(parameters, marked ``param``), by name. Each binding calls one primitive of the op table on
+values, Python scalars or constants; keyword parameters of the primitive go in brackets.
+Bindings made inside a checkpoint region are printed inside a ``checkpoint NAME { ... }``
+block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Value", "Const", "Binding", "Graph", "format_literal"]
+
+
+@dataclass(frozen=True)
+class Value:
+    """A named value: a formal parameter (``kind`` "input" or "param") or a binding's
+    result (``kind`` "local")."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str = "local"
+
+    def __str__(self) -> str:
+        return f"%{self.name}"
+
+    @property
+    def type_str(self) -> str:
+        return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+
+
+@dataclass(frozen=True)
+class Const:
+    """A tensor the function uses that it did not compute and that does not require grad.
+    Captured by reference (no copy): an in-place change to it shows in later runs."""
+
+    data: np.ndarray = field(compare=False)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Const)
+            and self.data.dtype == other.data.dtype
+            and self.data.shape == other.data.shape
+            and np.array_equal(self.data, other.data)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.data.shape, str(self.data.dtype)))
+
+    def __str__(self) -> str:
+        return f"const({self.data.tolist()!r}, {self.data.dtype.name})"
+
+
+@dataclass(eq=False)
+class Binding:
+    """``%out = op[params] args``; ``region`` names the checkpoint region it ran in."""
+
+    out: Value
+    op: str
+    args: list[Any]  # Value, Const or a Python scalar
+    params: dict[str, Any]
+    region: str | None = None
+
+    def __eq__(self, other: object) -> bool:
+        # parameters may hold arrays (an index): compare them by their text
+        return (
+            isinstance(other, Binding)
+            and (self.out, self.op, self.args, self.region)
+            == (other.out, other.op, other.args, other.region)
+            and str(self) == str(other)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __str__(self) -> str:
+        params = ""
+        if self.params:
+            params = "[" + ", ".join(f"{k}={format_literal(v)}" for k, v in self.params.items())
+            params += "]"
+        args = ", ".join(str(a) if isinstance(a, (Value, Const)) else repr(a) for a in self.args)
+        return f"{self.out} = {self.op}{params} {args}".rstrip()
+
+
+@dataclass
+class Graph:
+    """A traced program. ``str(graph)`` prints it with types as comments; ``graph.code`` is
+    the text ``memgrad.jit.parse`` reads back; ``graph(*inputs)`` runs it (see
+    ``memgrad.jit.interpret``)."""
+
+    inputs: list[Value]
+    params: list[Value]
+    bindings: list[Binding]
+    outputs: list[Value]
+    tuple_output: bool = False
+    # the parameter tensors, by name, bound at trace time (absent for a parsed graph)
+    bound: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    dynamic: bool = field(default=False, compare=False)
+    function: Any = field(default=None, compare=False, repr=False)
+    _plan: Any = field(default=None, compare=False, repr=False)
+
+    def _lines(self, types: bool) -> list[str]:
+        formals = ", ".join(
+            [f"{v}: {v.type_str}" for v in self.inputs]
+            + [f"param {v}: {v.type_str}" for v in self.params]
+        )
+        lines = [f"graph({formals}):"]
+        region = None
+        for b in self.bindings:
+            if b.region != region:
+                if region is not None:
+                    lines.append("  }")
+                if b.region is not None:
+                    lines.append(f"  checkpoint {b.region} {{")
+                region = b.region
+            indent = "    " if region is not None else "  "
+            text = indent + str(b)
+            if types:
+                text = f"{text:<56}  # {b.out.type_str}"
+            lines.append(text)
+        if region is not None:
+            lines.append("  }")
+        outs = ", ".join(str(v) for v in self.outputs)
+        if self.tuple_output and len(self.outputs) == 1:
+            outs += ","
+        lines.append(f"  return {outs}")
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self._lines(types=True))
+
+    @property
+    def code(self) -> str:
+        """The program as text (what ``memgrad.jit.parse`` reads)."""
+        return "\n".join(self._lines(types=False)) + "\n"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Graph):
+            return NotImplemented
+        return (
+            self.inputs == other.inputs
+            and self.params == other.params
+            and self.bindings == other.bindings
+            and self.outputs == other.outputs
+            and self.tuple_output == other.tuple_output
+        )
+
+    def __call__(self, *inputs: Any) -> Any:
+        from memgrad.jit.interpret import run
+
+        return run(self, inputs)
+
+
+def format_literal(v: Any) -> str:
+    """A parameter value as text that ``parse`` evaluates back to an equal value."""
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, np.ndarray):
+        return f"array({v.tolist()!r}, {v.dtype.name})"
+    if isinstance(v, slice):
+        return f"slice({v.start!r}, {v.stop!r}, {v.step!r})"
+    if v is Ellipsis:
+        return "..."
+    if isinstance(v, tuple):
+        inner = ", ".join(format_literal(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, list):
+        return "[" + ", ".join(format_literal(x) for x in v) + "]"
+    if isinstance(v, (np.integer, np.floating, np.bool_)):
+        return repr(v.item())
+    return repr(v)
