@@ -198,7 +198,9 @@ def plan(
     """Profile each stage once, then choose the segment boundaries (not only equal counts)
     that minimise recomputed forward time subject to the predicted peak fitting
     ``budget_bytes``; with no budget, the least peak. Raises ``PlanError`` naming the
-    smallest feasible budget when none fits.
+    smallest feasible budget when none fits. ``functions`` may also be traced stages
+    (``memgrad.jit.trace_stages``): their bytes then come from static analysis of the
+    graphs, without running anything (``input`` is not used).
 
     Example:
         >>> import memgrad as mg
@@ -211,7 +213,12 @@ def plan(
         >>> p.segments > 1
         True
     """
-    return plan_from_profile(profile(functions, input), budget_bytes)
+    from memgrad.jit import Graph, static_profile
+
+    stages = list(functions)
+    if stages and all(isinstance(f, Graph) for f in stages):
+        return plan_from_profile([static_profile(g, g.seconds) for g in stages], budget_bytes)
+    return plan_from_profile(profile(stages, input), budget_bytes)
 
 
 # ---------------------------------------------------------------------------- search

@@ -1,9 +1,22 @@
 """Trace a function to a let-binding IR, print and parse it, and re-run it with an
 interpreter that frees every value at its last use."""
 
+from memgrad.jit.analysis import OpBytes, op_bytes, static_profile, trace_stages
 from memgrad.jit.interpret import run
 from memgrad.jit.ir import Binding, Const, Graph, Value
 from memgrad.jit.parse import parse
 from memgrad.jit.trace import trace
 
-__all__ = ["trace", "parse", "run", "Graph", "Binding", "Value", "Const"]
+__all__ = [
+    "trace",
+    "parse",
+    "run",
+    "Graph",
+    "Binding",
+    "Value",
+    "Const",
+    "op_bytes",
+    "OpBytes",
+    "static_profile",
+    "trace_stages",
+]

@@ -110,6 +110,10 @@ class Graph:
     bound: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     dynamic: bool = field(default=False, compare=False)
     function: Any = field(default=None, compare=False, repr=False)
+    # names of the inputs that required grad when traced
+    requires_grad: frozenset = field(default=frozenset(), compare=False)
+    # forward seconds of the traced run
+    seconds: float = field(default=0.0, compare=False)
     _plan: Any = field(default=None, compare=False, repr=False)
 
     def _lines(self, types: bool) -> list[str]:

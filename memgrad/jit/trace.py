@@ -139,6 +139,11 @@ def trace(fn: Callable[..., Any], *example_inputs: Any, dynamic: bool = False) -
           %1 = tanh %0
           return %1
     """
+    return record(fn, example_inputs, dynamic)[0]
+
+
+def record(fn: Callable[..., Any], example_inputs: tuple, dynamic: bool = False) -> tuple:
+    """``trace``, also returning what ``fn`` returned."""
     if state.tracer is not None:
         raise TraceError(
             "memgrad.jit.trace: already tracing in this thread; a trace inside a trace is not "
@@ -173,7 +178,7 @@ def trace(fn: Callable[..., Any], *example_inputs: Any, dynamic: bool = False) -
                 "the inputs by memgrad ops; return tensors the function computed"
             )
         values.append(known[1])
-    return Graph(
+    graph = Graph(
         tracer.inputs,
         tracer.params,
         tracer.bindings,
@@ -182,4 +187,8 @@ def trace(fn: Callable[..., Any], *example_inputs: Any, dynamic: bool = False) -
         bound=tracer.bound,
         dynamic=dynamic,
         function=fn,
+        requires_grad=frozenset(
+            v.name for v, x in zip(tracer.inputs, example_inputs) if x.requires_grad
+        ),
     )
+    return graph, result

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from memgrad.autograd.grad_mode import enable_grad, state
 from memgrad.autograd.graph import saved_tensors_hooks
 from memgrad.memory.tracker import buffer_of
@@ -125,7 +127,9 @@ def _user_line() -> str:
 def saved_report(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> SavedReport:
     """Run ``fn(*args, **kwargs)`` in grad mode and report every tensor its backward will
     need: shape, dtype, bytes, the op that saved it, the line of user code that called the
-    op, and whether it is kept until backward or recomputed by a checkpoint region.
+    op, and whether it is kept until backward or recomputed by a checkpoint region. ``fn``
+    may also be a traced ``memgrad.jit.Graph``: the report then comes from static analysis
+    of the graph, without running it (the source is the binding's text).
 
     Example:
         >>> import memgrad as mg
@@ -134,6 +138,10 @@ def saved_report(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> SavedRepo
         >>> [e.op for e in report.entries]
         ['matmul', 'tanh']
     """
+    from memgrad.jit import Graph
+
+    if isinstance(fn, Graph):
+        return _static_report(fn)
     recorder = _Recorder()
     prev = state.save_report
     state.save_report = recorder
@@ -147,3 +155,25 @@ def saved_report(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> SavedRepo
 
 def _identity(t: Tensor) -> Tensor:
     return t
+
+
+def _static_report(graph: Any) -> SavedReport:
+    from memgrad.jit.analysis import _analyse
+
+    ops, buffer = _analyse(graph)
+    roots = {name: i for i, name in enumerate(dict.fromkeys(buffer.values()))}
+    sizes = {v.name: v for v in graph.inputs + graph.params}
+    sizes.update({o.binding.out.name: o.binding.out for o in ops})
+    made_in = {o.binding.out.name: o.region for o in ops}
+    entries = []
+    for o in ops:
+        for v in o.saved:
+            root = sizes[buffer[v.name]]
+            nbytes = int(np.prod(root.shape, dtype=np.int64)) * np.dtype(root.dtype).itemsize
+            # a region keeps its arguments and the parameters; it recomputes what it makes
+            kept = o.region is None or made_in.get(root.name) != o.region
+            entries.append(
+                SavedEntry(v.shape, v.dtype, nbytes, o.binding.op, str(o.binding), o.region,
+                           kept, roots[buffer[v.name]])
+            )
+    return SavedReport(entries)

@@ -1,0 +1,62 @@
+"""Static analysis of traced graphs agrees with what running them measures."""
+
+import numpy as np
+
+import memgrad as mg
+from memgrad.checkpoint import checkpoint, plan, predict, profile, segment_bounds
+
+
+def mlp(n=12, width=80, batch=200, seed=0):
+    rng = np.random.default_rng(seed)
+    ws = [
+        mg.tensor((rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32),
+                  requires_grad=True)
+        for _ in range(n)
+    ]
+    bs = [mg.zeros(width, requires_grad=True) for _ in range(n)]
+    layers = [lambda h, w=w, b=b: (h @ w + b).tanh() * 0.5 for w, b in zip(ws, bs)]
+    return layers, mg.tensor(rng.standard_normal((batch, width)).astype(np.float32))
+
+
+def test_op_bytes_follows_the_save_rules():
+    w = mg.ones(8, 8, requires_grad=True)
+    g = mg.jit.trace(lambda x: ((x @ w).tanh() * 3.0).exp().sum(), mg.ones(4, 8))
+    rows = [(o.binding.op, o.out_bytes, [str(v) for v in o.saved]) for o in mg.jit.op_bytes(g)]
+    assert rows == [
+        ("matmul", 128, ["%x"]),  # x needs no grad: w is not saved, x is (for w's gradient)
+        ("tanh", 128, ["%1"]),  # its output
+        ("mul", 128, []),  # by a constant: nothing
+        ("exp", 128, ["%3"]),  # its output
+        ("sum", 4, []),
+    ]
+
+
+def test_static_profiles_equal_the_measured_ones_and_plans_agree():
+    layers, x = mlp()
+    measured = profile(layers, x)
+    graphs = mg.jit.trace_stages(layers, x)
+    static = [mg.jit.static_profile(g) for g in graphs]
+    for m, s in zip(measured, static):
+        assert (m.kept, m.out, m.grads) == (s.kept, s.out, s.grads)
+    for segments in (1, 3, 6, 12):
+        bounds = segment_bounds(12, segments)
+        assert predict(measured, bounds)[0] == predict(static, bounds)[0]
+    budget = int(0.5 * predict(measured, [(0, 12)])[0])
+    assert plan(graphs, None, budget_bytes=budget).predicted_peak <= budget
+
+
+def test_saved_report_of_a_graph_matches_the_run():
+    w = mg.ones(8, 8, requires_grad=True)
+
+    def model(x):
+        h = (x @ w).tanh()
+        h = checkpoint(lambda z: (z @ w).relu() * 2.0, h)
+        return (h * h).sum()
+
+    x = mg.ones(4, 8)
+    run = mg.memory.saved_report(model, x)
+    static = mg.memory.saved_report(mg.jit.trace(model, x))
+    assert (run.kept_bytes, run.recomputed_bytes) == (static.kept_bytes, static.recomputed_bytes)
+    assert list(run.by_region().values()) == list(static.by_region().values())
+    assert [e.op for e in run.entries] == [e.op for e in static.entries]
+    assert static.entries[0].source == "%0 = matmul %x, %w"
