@@ -140,6 +140,9 @@ class _Accounting:
         Tensor.__init__ = tracking_init
         op_hooks.observer = self.observe
         op_hooks.installed += 1
+        # collect unreachable cycles first, so that their freeing later does not show as
+        # a drop inside the tracked block
+        gc.collect()
         for obj in gc.get_objects():
             if isinstance(obj, Tensor):
                 self.register(obj._data)
