@@ -27,12 +27,12 @@ def _generator(seed: int) -> np.random.Generator:
 
 
 def mlp(depth: int = 32, width: int = 1024, batch: int = 256, seed: int = 0) -> Workload:
-    """W1: ``depth`` x (Linear(width, width) + ReLU), MSE loss against a fixed target."""
+    """W1: ``depth`` x (Linear(width, width) + ReLU), MSE loss against a fixed target. The
+    stages are the ``depth`` blocks."""
     rng = _generator(seed)
-    layers = []
-    for _ in range(depth):
-        layers += [nn.Linear(width, width), nn.ReLU()]
-    model = nn.Sequential(*layers)
+    model = nn.Sequential(
+        *[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(depth)]
+    )
     x = mg.tensor(rng.standard_normal((batch, width), dtype=np.float32))
     target = mg.tensor(rng.standard_normal((batch, width), dtype=np.float32))
     return model, x, lambda out: F.mse_loss(out, target)
@@ -89,12 +89,13 @@ def transformer(
 def convnet(
     layers: int = 8, channels: int = 32, size: int = 32, batch: int = 16, seed: int = 0
 ) -> Workload:
-    """W3: ``layers`` x (Conv2d(channels, channels, 3, padding=1) + ReLU), MSE loss."""
+    """W3: ``layers`` x (Conv2d(channels, channels, 3, padding=1) + ReLU), MSE loss. The
+    stages are the ``layers`` blocks."""
     rng = _generator(seed)
-    stages = []
-    for _ in range(layers):
-        stages += [nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU()]
-    model = nn.Sequential(*stages)
+    model = nn.Sequential(
+        *[nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU())
+          for _ in range(layers)]
+    )
     x = mg.tensor(rng.standard_normal((batch, channels, size, size), dtype=np.float32))
     target = mg.tensor(rng.standard_normal((batch, channels, size, size), dtype=np.float32))
     return model, x, lambda out: F.mse_loss(out, target)
