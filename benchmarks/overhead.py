@@ -17,78 +17,22 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import datetime
-import gc
 import json
-import os
-import platform
-import subprocess
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from common import best_time, machine_info
 
 import memgrad as mg
 
-__all__ = ["machine_info", "memgrad_cases", "torch_cases", "best_time", "main"]
+__all__ = ["memgrad_cases", "torch_cases", "main"]
 
 LINKS = 250
 OPS = 4 * LINKS
 NUMEL = 16
 TARGET_US = 12.0  # forward+backward, per op
 TARGET_RATIO = 1.5  # forward+backward, memgrad over pytorch
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return platform.processor() or "unknown"
-
-
-def _blas() -> str:
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        blas = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
-        return f"{blas.get('name', 'unknown')} {blas.get('version', '')}".strip()
-    libs = [i for i in threadpool_info() if i.get("user_api") == "blas"]
-    return ", ".join(
-        f"{i['internal_api']} {i['version']} ({i['num_threads']} threads)" for i in libs
-    ) or "unknown"
-
-
-def machine_info() -> dict[str, Any]:
-    """CPU model, core counts, NumPy's BLAS and the library versions of this run.
-
-    Example:
-        >>> sorted(machine_info())[:3]
-        ['blas', 'cores', 'cores_available']
-    """
-    return {
-        "cpu": _cpu_model(),
-        "cores": os.cpu_count(),
-        "cores_available": len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else os.cpu_count(),
-        "blas": _blas(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "memgrad": mg.__version__,
-        "date": datetime.date.today().isoformat(),
-    }
 
 
 def _inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -148,29 +92,6 @@ def torch_cases() -> tuple[dict[str, Callable[[], None]], str]:
     xn, an, bn = _inputs()
     x = torch.tensor(xn, requires_grad=True)
     return _cases(x, torch.tensor(an), torch.tensor(bn), torch.no_grad), torch.__version__
-
-
-def best_time(fn: Callable[[], None], repeats: int, warmup: int) -> tuple[float, float]:
-    """Run ``fn`` ``warmup`` times, then time it ``repeats`` times.
-
-    Returns:
-        ``(best, median)`` wall time of one call, in seconds.
-
-    Example:
-        >>> best, median = best_time(lambda: None, repeats=3, warmup=1)
-        >>> 0 <= best <= median
-        True
-    """
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return times[0], times[len(times) // 2]
 
 
 def _measure(framework: str, version: str, cases: dict, args: argparse.Namespace,

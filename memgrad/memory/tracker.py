@@ -81,14 +81,17 @@ class _Accounting:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.users = 0
-        self.live: dict[int, int] = {}
+        self.live: dict[int, int] = {}  # id of a buffer -> its bytes
+        self.refs: dict[int, tuple] = {}  # id of its weak reference -> (ref, id, bytes)
         self.allocated = 0
         self.peak = 0
         self.traces: list[Trace] = []
         self.original_init = Tensor.__init__
 
     def register(self, data: np.ndarray) -> None:
-        base = buffer_of(data)
+        base = data
+        while isinstance(base.base, np.ndarray):
+            base = base.base
         key = id(base)
         if key in self.live:
             return
@@ -97,6 +100,9 @@ class _Accounting:
             if key in self.live:
                 return
             self.live[key] = n
+            # the weak reference calls release when the buffer is freed
+            ref = weakref.ref(base, self.release)
+            self.refs[id(ref)] = (ref, key, n)
             self.allocated += n
             if self.allocated > self.peak:
                 self.peak = self.allocated
@@ -104,12 +110,12 @@ class _Accounting:
                 if self.allocated > t.peak_bytes:
                     t.peak_bytes = self.allocated
                     t.peak_index = len(t.timeline)
-        weakref.finalize(base, self.release, key, n)
 
-    def release(self, key: int, n: int) -> None:
+    def release(self, ref: weakref.ref) -> None:
         with self.lock:
-            if self.live.pop(key, None) is not None:
-                self.allocated -= n
+            entry = self.refs.pop(id(ref), None)
+            if entry is not None and self.live.pop(entry[1], None) is not None:
+                self.allocated -= entry[2]
 
     def observe(self, prim: Any) -> None:
         if not self.traces:
@@ -135,7 +141,9 @@ class _Accounting:
 
         def tracking_init(t: Tensor, data: Any, requires_grad: bool = False) -> None:
             original(t, data, requires_grad)
-            accounting.register(t._data)
+            register(t._data)
+
+        register = accounting.register
 
         Tensor.__init__ = tracking_init
         op_hooks.observer = self.observe
@@ -163,6 +171,7 @@ class _Accounting:
             op_hooks.observer = None
             op_hooks.installed -= 1
             self.live.clear()
+            self.refs.clear()
             self.allocated = self.peak = 0
 
 

@@ -1,0 +1,137 @@
+"""What every benchmark needs: the machine's description, timing, and output.
+
+Each benchmark prints one JSON line per measurement (with the machine), then a table.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import json
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import memgrad as mg
+
+__all__ = ["machine_info", "best_time", "emit", "table", "torch_or_none"]
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return platform.processor() or "unknown"
+
+
+def _blas() -> str:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        blas = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
+        return f"{blas.get('name', 'unknown')} {blas.get('version', '')}".strip()
+    libs = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    return ", ".join(
+        f"{i['internal_api']} {i['version']} ({i['num_threads']} threads)" for i in libs
+    ) or "unknown"
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, core counts, NumPy's BLAS and the library versions of this run.
+
+    Example:
+        >>> sorted(machine_info())[:3]
+        ['blas', 'cores', 'cores_available']
+    """
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "cores_available": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "blas": _blas(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "memgrad": mg.__version__,
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def best_time(fn: Callable[[], None], repeats: int, warmup: int) -> tuple[float, float]:
+    """Run ``fn`` ``warmup`` times, then time it ``repeats`` times.
+
+    Returns:
+        ``(best, median)`` wall time of one call, in seconds.
+
+    Example:
+        >>> best, median = best_time(lambda: None, repeats=3, warmup=1)
+        >>> 0 <= best <= median
+        True
+    """
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[0], times[len(times) // 2]
+
+
+def emit(row: dict[str, Any]) -> dict[str, Any]:
+    """Print one measurement as a JSON line and return it."""
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A plain-text table, numbers right-aligned."""
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for n, r in enumerate(cells):
+        lines.append("  ".join(c.rjust(w) if n and _numeric(c) else c.ljust(w)
+                               for c, w in zip(r, widths)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(c: Any) -> str:
+    if isinstance(c, float):
+        return f"{c:.3f}" if abs(c) < 100 else f"{c:,.1f}"
+    if isinstance(c, int) and not isinstance(c, bool):
+        return f"{c:,}"
+    return "-" if c is None else str(c)
+
+
+def _numeric(c: str) -> bool:
+    return c.replace(",", "").replace(".", "").replace("x", "").replace("-", "").isdigit()
+
+
+def torch_or_none() -> Any:
+    """``torch`` set to two threads, or None when it is not installed (a comparison only)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(2)
+    return torch

@@ -1,0 +1,160 @@
+"""Training-step time of the workloads W1-W3, in memgrad and (when installed) PyTorch.
+
+A step is forward + loss + backward + an SGD step, float32, two threads:
+- W1 deep MLP: 32 x (Linear(1024, 1024) + ReLU), batch 256, MSE loss;
+- W2 causal transformer LM: 8 pre-LN blocks, d_model 256, 4 heads, seq 128, batch 16,
+  vocab 256, cross-entropy;
+- W3 conv net: 8 x (Conv2d(32, 32, 3, padding=1) + ReLU) on 16x32x32x32, MSE loss.
+
+Prints one JSON line per measurement, then a table with the ratio memgrad / PyTorch.
+
+Usage:
+    python benchmarks/workloads.py [--repeats 5] [--only W1,W2,W3] [--small]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from common import best_time, emit, machine_info, table, torch_or_none
+
+import memgrad as mg
+from memgrad.cli import models
+
+__all__ = ["WORKLOADS", "memgrad_step", "torch_step", "main"]
+
+FULL = {
+    "W1": ("mlp", dict(depth=32, width=1024, batch=256)),
+    "W2": ("transformer", dict(blocks=8, d_model=256, heads=4, seq=128, batch=16, vocab=256)),
+    "W3": ("convnet", dict(layers=8, channels=32, size=32, batch=16)),
+}
+SMALL = {
+    "W1": ("mlp", dict(depth=8, width=256, batch=64)),
+    "W2": ("transformer", dict(blocks=2, d_model=64, heads=4, seq=32, batch=4, vocab=64)),
+    "W3": ("convnet", dict(layers=2, channels=8, size=16, batch=4)),
+}
+WORKLOADS = FULL
+TARGETS = {"W1": 1.10, "W2": 1.5, "W3": 2.0}  # memgrad / PyTorch step time
+
+
+def memgrad_step(name: str, sizes: dict) -> Callable[[], None]:
+    """One training step of workload ``name`` in memgrad."""
+    model, x, loss_fn = models.BUILTIN[name](**sizes)
+    opt = mg.optim.SGD(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        opt.zero_grad()
+        loss_fn(model(x)).backward()
+        opt.step()
+
+    return step
+
+
+def torch_step(torch: Any, name: str, sizes: dict) -> Callable[[], None]:
+    """The same step in PyTorch eager on the CPU."""
+    nn, F = torch.nn, torch.nn.functional
+    torch.manual_seed(0)
+    if name == "mlp":
+        model = nn.Sequential(*[nn.Sequential(nn.Linear(sizes["width"], sizes["width"]),
+                                              nn.ReLU()) for _ in range(sizes["depth"])])
+        x = torch.randn(sizes["batch"], sizes["width"])
+        target = torch.randn(sizes["batch"], sizes["width"])
+
+        def loss_fn(out: Any) -> Any:
+            return F.mse_loss(out, target)
+    elif name == "convnet":
+        c, n = sizes["channels"], sizes["size"]
+        model = nn.Sequential(*[nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.ReLU())
+                                for _ in range(sizes["layers"])])
+        x = torch.randn(sizes["batch"], c, n, n)
+        target = torch.randn(sizes["batch"], c, n, n)
+
+        def loss_fn(out: Any) -> Any:
+            return F.mse_loss(out, target)
+    else:
+        model, x, loss_fn = _torch_transformer(torch, **sizes)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        opt.zero_grad()
+        loss_fn(model(x)).backward()
+        opt.step()
+
+    return step
+
+
+def _torch_transformer(torch: Any, blocks: int, d_model: int, heads: int, seq: int, batch: int,
+                       vocab: int) -> tuple:
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+            self.qkv, self.proj = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+            self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(approximate="tanh"),
+                                     nn.Linear(4 * d_model, d_model))
+
+        def forward(self, x: Any) -> Any:
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+            q, k, v = (z.view(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+            return x + self.mlp(self.ln2(x))
+
+    class LM(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, d_model), nn.Embedding(seq, d_model)
+            self.blocks = nn.Sequential(*[Block() for _ in range(blocks)])
+            self.ln, self.head = nn.LayerNorm(d_model), nn.Linear(d_model, vocab)
+
+        def forward(self, idx: Any) -> Any:
+            h = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+            return self.head(self.ln(self.blocks(h)))
+
+    tokens = torch.randint(0, vocab, (batch, seq + 1))
+    x, target = tokens[:, :-1], tokens[:, 1:].reshape(-1)
+    return LM(), x, lambda logits: F.cross_entropy(logits.reshape(-1, vocab), target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure, print the JSON lines and the table; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="timed steps (default: 5)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    parser.add_argument("--only", default="W1,W2,W3", help="workloads to run")
+    parser.add_argument("--small", action="store_true", help="tiny sizes (a smoke run)")
+    args = parser.parse_args(argv)
+    machine = machine_info()
+    torch = torch_or_none()
+    sizes_of = SMALL if args.small else FULL
+    rows = []
+    for key in args.only.split(","):
+        name, sizes = sizes_of[key]
+        ours, _ = best_time(memgrad_step(name, sizes), args.repeats, args.warmup)
+        theirs = None
+        if torch is not None:
+            theirs, _ = best_time(torch_step(torch, name, sizes), args.repeats, args.warmup)
+        ratio = ours / theirs if theirs else None
+        emit({"bench": "workload", "workload": key, "model": name, "sizes": sizes,
+              "memgrad_s": round(ours, 4), "pytorch_s": theirs and round(theirs, 4),
+              "ratio": ratio and round(ratio, 3), "target_ratio": TARGETS[key],
+              "machine": machine})
+        rows.append([key, ours, theirs, None if ratio is None else f"{ratio:.2f}x",
+                     f"{TARGETS[key]:.2f}x",
+                     "-" if ratio is None else ("met" if ratio <= TARGETS[key] else "not met")])
+    print()
+    print(f"training step, seconds (best of {args.repeats}); {machine['cpu']}, "
+          f"{machine['cores']} cores, BLAS {machine['blas']}")
+    print(table(["workload", "memgrad", "pytorch", "ratio", "target", ""], rows))
+    if torch is None:
+        print("pytorch: not installed, its column is skipped (a comparison only)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
