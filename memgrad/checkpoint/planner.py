@@ -4,16 +4,18 @@ budget with the least recomputation.
 NOTE [ Peak model ]
 Profiling runs each stage once in grad mode and records, per stage i: ``kept[i]``, the bytes
 its graph keeps alive for backward (its output included); ``out[i]``, its output's bytes;
-``grads[i]``, the bytes of gradients its parameters will get; and ``seconds[i]``, its forward
-time. For segments ``[s, e)`` of which all but the last are checkpointed, the bytes alive
-above the step's starting level are predicted at these moments:
+``grads[i]``, the bytes of the gradients backward will allocate for its parameters (none for
+a parameter whose ``.grad`` exists: it is accumulated into in place); and ``seconds[i]``,
+its forward time. For segments ``[s, e)`` of which all but the last are checkpointed, the
+bytes alive above the step's starting level are predicted at these moments:
 - the backward of each segment, from its start (everything it keeps is alive: stored by
   the forward for the last segment, recomputed for the others) to its end (its
   activations freed, its parameters' gradients made): the boundaries before it (its own
   input included; for the last segment, all of them), the most its stages keep plus the
   parameter gradients made by then, and a transient of TRANSIENT_OUTPUTS times its
   largest output (the gradient coming in, the one being made, and one more where two
-  gradients meet and are summed).
+  gradients meet and are summed) plus its largest parameter gradient that is made and then
+  added into an existing ``.grad``.
 The predicted peak is the largest of these. The extra time is the forward time of the
 checkpointed segments (each recomputed once). ``plan`` minimises the extra time subject to
 the predicted peak fitting the budget, or, without a budget, minimises the peak (then the
@@ -39,12 +41,14 @@ TRANSIENT_OUTPUTS = 3
 @dataclass(frozen=True)
 class StageProfile:
     """What one stage costs: bytes kept for backward (output included), output bytes,
-    parameter-gradient bytes, and forward seconds."""
+    bytes of parameter gradients backward allocates, forward seconds, and the largest
+    parameter gradient that is made and then added into an existing ``.grad``."""
 
     kept: int
     out: int
     grads: int
     seconds: float
+    grad_transient: int = 0
 
 
 @dataclass
@@ -111,13 +115,21 @@ def profile(functions: Sequence[Callable[[Any], Any]], input: Any) -> list[Stage
                     f"plan: stage {len(result)} returned {type(out).__name__}; every stage must "
                     "return one Tensor (the next stage's input)"
                 )
-            grads = 0
+            grads = transient = 0
             for p in _parameters(f):
-                if p.requires_grad and id(p) not in seen_grads:
-                    seen_grads.add(id(p))
-                    grads += p.numel() * p.dtype.itemsize
+                if not p.requires_grad or id(p) in seen_grads:
+                    continue
+                seen_grads.add(id(p))
+                nbytes = p.numel() * p.dtype.itemsize
+                if p.grad is None:
+                    grads += nbytes
+                else:
+                    # made, added into the existing .grad in place, and freed
+                    transient = max(transient, nbytes)
             out_bytes = buffer_of(out.numpy()).nbytes
-            result.append(StageProfile(t.end_bytes - t.start_bytes, out_bytes, grads, seconds))
+            result.append(
+                StageProfile(t.end_bytes - t.start_bytes, out_bytes, grads, seconds, transient)
+            )
             keep.append(out)
             h = out
     return result
@@ -198,7 +210,10 @@ def plan(
     """Profile each stage once, then choose the segment boundaries (not only equal counts)
     that minimise recomputed forward time subject to the predicted peak fitting
     ``budget_bytes``; with no budget, the least peak. Raises ``PlanError`` naming the
-    smallest feasible budget when none fits. ``functions`` may also be traced stages
+    smallest feasible budget when none fits. The profile follows the gradients' state: a
+    parameter whose ``.grad`` exists is accumulated into in place (``zero_grad(set_to_none=
+    False)``), one whose ``.grad`` is None gets it allocated in backward; plan in the state
+    you train in. ``functions`` may also be traced stages
     (``memgrad.jit.trace_stages``): their bytes then come from static analysis of the
     graphs, without running anything (``input`` is not used).
 
@@ -238,21 +253,23 @@ def _segment_terms(profiles: list[StageProfile]) -> tuple[list[float], Callable,
     # gradients made by then: while stage k-1 runs backward, stages s .. k-1 still keep their
     # activations and stages k-1 .. n-1 have their parameter gradients
     worst = {}
-    max_out = {}
+    transient = {}
     for s in range(n):
         w = suffix_grads[s]
-        m = 0
+        m = g = 0
         for e in range(s + 1, n + 1):
+            p = profiles[e - 1]
             w = max(w, prefix_kept[e] - prefix_kept[s] + suffix_grads[e - 1])
-            m = max(m, profiles[e - 1].out)
+            m = max(m, p.out)
+            g = max(g, p.grad_transient)
             worst[s, e] = w
-            max_out[s, e] = m
+            transient[s, e] = TRANSIENT_OUTPUTS * m + g
 
     def checkpointed(s: int, e: int, before: int) -> int:
-        return before + worst[s, e] + TRANSIENT_OUTPUTS * max_out[s, e]
+        return before + worst[s, e] + transient[s, e]
 
     def last(s: int, boundaries: int) -> int:
-        return boundaries + worst[s, n] + TRANSIENT_OUTPUTS * max_out[s, n]
+        return boundaries + worst[s, n] + transient[s, n]
 
     return prefix_sec, checkpointed, last
 

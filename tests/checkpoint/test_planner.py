@@ -15,6 +15,7 @@ from memgrad.checkpoint import (
     plan,
     plan_from_profile,
     predict,
+    profile,
     segment_bounds,
 )
 
@@ -100,6 +101,8 @@ def measured_peak(mlp, segments):
 
 def test_profile_and_predictions_match_the_tracker(mlp):
     ws, layers, x = mlp
+    for w in ws:
+        w.grad = None
     p = plan(layers, x)
     act = 384 * 96 * 4
     assert [s.out for s in p.profiles] == [act] * 16
@@ -114,6 +117,8 @@ def test_plan_under_a_budget_fits_and_recomputes_least(mlp):
     ws, layers, x = mlp
     plain = measured_peak(mlp, 1)
     budget = int(0.6 * plain)
+    for w in ws:
+        w.grad = None  # as in measured_peak: backward allocates the gradients
     p = plan(layers, x, budget_bytes=budget)
     assert p.predicted_peak <= budget
     assert measured_peak(mlp, p) <= 1.10 * budget
@@ -131,3 +136,18 @@ def test_checkpoint_sequential_checks_the_plan_fits_the_model(mlp):
     p = plan(layers[:8], x)
     with pytest.raises(ValueError, match="plan covers 8 layers"):
         checkpoint_sequential(layers, p, x)
+
+
+def test_gradients_that_exist_are_transients_not_new_bytes(mlp):
+    ws, layers, x = mlp
+    for w in ws:
+        w.grad = None
+    allocated = profile(layers, x)
+    for w in ws:
+        w.grad = mg.zeros_like(w)  # zero_grad(set_to_none=False): accumulated in place
+    in_place = profile(layers, x)
+    size = 96 * 96 * 4
+    assert [p.grads for p in allocated] == [size] * 16
+    assert [(p.grads, p.grad_transient) for p in in_place] == [(0, size)] * 16
+    for w in ws:
+        w.grad = None
