@@ -8,8 +8,9 @@ graph(%x: float32[4, 8], param %w: float32[8, 8]):
   return %2
 ```
 
-Formal parameters are the inputs and the tensors the function closes over that require grad
-(parameters, marked ``param``), by name. Each binding calls one primitive of the op table on
+Formal parameters are the inputs, the tensors the function closes over that require grad
+(parameters, marked ``param``), by name, and the other tensors it uses (constants, marked
+``const``; ``code`` carries their values). Each binding calls one primitive of the op table on
 values, Python scalars or constants; keyword parameters of the primitive go in brackets.
 Bindings made inside a checkpoint region are printed inside a ``checkpoint NAME { ... }``
 block.
@@ -17,6 +18,7 @@ block.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,26 +45,40 @@ class Value:
         return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Const:
-    """A tensor the function uses that it did not compute and that does not require grad.
-    Captured by reference (no copy): an in-place change to it shows in later runs."""
+    """A tensor the function uses that it did not compute and that does not require grad,
+    named ``%c0``, ``%c1``... Captured by reference (no copy): an in-place change to it shows
+    in later runs."""
 
-    data: np.ndarray = field(compare=False)
+    name: str
+    data: np.ndarray
 
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, Const)
+            and self.name == other.name
             and self.data.dtype == other.data.dtype
             and self.data.shape == other.data.shape
-            and np.array_equal(self.data, other.data)
+            and np.array_equal(self.data, other.data, equal_nan=self.data.dtype.kind == "f")
         )
 
     def __hash__(self) -> int:
-        return hash((self.data.shape, str(self.data.dtype)))
+        return hash(self.name)
 
     def __str__(self) -> str:
-        return f"const({self.data.tolist()!r}, {self.data.dtype.name})"
+        return f"%{self.name}"
+
+    @property
+    def type_str(self) -> str:
+        return f"{self.data.dtype.name}[{', '.join(map(str, self.data.shape))}]"
+
+    def value_text(self) -> str:
+        """The values as text: a list for up to 64 elements, else base64 of the bytes."""
+        if self.data.size <= 64:
+            return repr(self.data.tolist())
+        raw = np.ascontiguousarray(self.data).astype(self.data.dtype.newbyteorder("<"))
+        return "b64:" + base64.b64encode(raw.tobytes()).decode("ascii")
 
 
 @dataclass(eq=False)
@@ -106,6 +122,7 @@ class Graph:
     bindings: list[Binding]
     outputs: list[Value]
     tuple_output: bool = False
+    constants: list[Const] = field(default_factory=list)
     # the parameter tensors, by name, bound at trace time (absent for a parsed graph)
     bound: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     dynamic: bool = field(default=False, compare=False)
@@ -120,6 +137,10 @@ class Graph:
         formals = ", ".join(
             [f"{v}: {v.type_str}" for v in self.inputs]
             + [f"param {v}: {v.type_str}" for v in self.params]
+            + [
+                f"const {c}: {c.type_str}" + ("" if types else f" = {c.value_text()}")
+                for c in self.constants
+            ]
         )
         lines = [f"graph({formals}):"]
         region = None
@@ -157,6 +178,7 @@ class Graph:
         return (
             self.inputs == other.inputs
             and self.params == other.params
+            and self.constants == other.constants
             and self.bindings == other.bindings
             and self.outputs == other.outputs
             and self.tuple_output == other.tuple_output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 
@@ -15,7 +16,8 @@ __all__ = ["parse"]
 
 _HEADER = re.compile(r"^graph\((?P<formals>.*)\):$")
 _FORMAL = re.compile(
-    r"^(?P<param>param\s+)?%(?P<name>[\w.]+)\s*:\s*(?P<dtype>\w+)\[(?P<shape>[\d,\s]*)\]$"
+    r"^(?:(?P<kind>param|const)\s+)?%(?P<name>[\w.]+)\s*:\s*(?P<dtype>\w+)"
+    r"\[(?P<shape>[\d,\s]*)\](?:\s*=\s*(?P<value>.+))?$"
 )
 _BINDING = re.compile(r"^%(?P<out>[\w.]+)\s*=\s*(?P<op>\w+)(?P<rest>.*)$")
 _REGION = re.compile(r"^checkpoint\s+(?P<name>\w+)\s*\{$")
@@ -29,7 +31,6 @@ def _literal_namespace() -> dict[str, Any]:
         "inf": float("inf"),
         "nan": float("nan"),
         "array": lambda data, dtype: np.array(data, dtype=dtype),
-        "const": lambda data, dtype: Const(np.array(data, dtype=dtype)),
     }
     for name in ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
                  "bool"):
@@ -87,14 +88,23 @@ def parse(text: str) -> Graph:
     header = _HEADER.match(lines[0])
     if header is None:
         raise fail(0, "expected 'graph(%name: dtype[shape], ...):'")
-    values: dict[str, Value] = {}
-    inputs, params = [], []
+    values: dict[str, Value | Const] = {}
+    inputs, params, constants = [], [], []
     for formal in _split_top(header["formals"]):
         m = _FORMAL.match(formal)
         if m is None:
             raise fail(0, f"cannot read the formal parameter {formal!r}")
         shape = tuple(int(s) for s in m["shape"].split(",") if s.strip())
-        kind = "param" if m["param"] else "input"
+        if m["kind"] == "const":
+            try:
+                data = _const_data(m["value"], m["dtype"], shape)
+            except ValueError as e:
+                raise fail(0, str(e)) from None
+            c = Const(m["name"], data)
+            values[c.name] = c
+            constants.append(c)
+            continue
+        kind = "param" if m["kind"] == "param" else "input"
         v = Value(m["name"], shape, m["dtype"], kind)
         values[v.name] = v
         (params if kind == "param" else inputs).append(v)
@@ -156,7 +166,23 @@ def parse(text: str) -> Graph:
         bindings.append(Binding(out, m["op"], args, kwargs, region))
     if not outputs:
         raise TraceError("memgrad.jit.parse: no return line")
-    return Graph(inputs, params, bindings, outputs, tuple_output=tuple_output)
+    return Graph(inputs, params, bindings, outputs, tuple_output=tuple_output,
+                 constants=constants)
+
+
+def _const_data(text: str | None, dtype: str, shape: tuple) -> np.ndarray:
+    if text is None:
+        raise ValueError("a const needs its values: '= [...]' or '= b64:...'")
+    text = text.strip()
+    if text.startswith("b64:"):
+        raw = base64.b64decode(text[4:])
+        data = np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype)
+    else:
+        data = np.array(eval(text, {"__builtins__": {}, "inf": float("inf"),  # noqa: S307
+                                    "nan": float("nan")}), dtype=dtype)
+    if data.size != int(np.prod(shape, dtype=np.int64)):
+        raise ValueError(f"the const has {data.size} values for shape {shape}")
+    return data.reshape(shape)
 
 
 def _infer(name: str, op: str, args: list, params: dict) -> Value:

@@ -19,11 +19,13 @@ __all__ = ["trace"]
 
 class _Tracer:
     def __init__(self, names: dict[int, str]) -> None:
-        self.values: dict[int, tuple[Tensor, Value]] = {}  # id(tensor) -> (tensor, value)
+        # id(tensor) -> (tensor, its Value or Const)
+        self.values: dict[int, tuple[Tensor, Value | Const]] = {}
         self.inputs: list[Value] = []
         self.params: list[Value] = []
         self.bound: dict[str, Tensor] = {}
         self.bindings: list[Binding] = []
+        self.constants: list[Const] = []
         self.param_names = names
         self.regions: list[str] = []
         self.region_count = itertools.count(1)
@@ -40,7 +42,7 @@ class _Tracer:
             return a
         known = self.values.get(id(a))
         if known is not None and known[0] is a:
-            return known[1]
+            return known[1]  # a Value, or the Const made on the first use
         if a.requires_grad and a.grad_fn is None:
             name = self.param_names.get(id(a)) or f"param{len(self.params)}"
             v = self.value_of(a, "param", name)
@@ -53,7 +55,10 @@ class _Tracer:
                 "grad and was computed outside it; the graph could not recompute it. Pass it "
                 "as an input, or compute it inside the function."
             )
-        return Const(a.numpy())
+        c = Const(f"c{len(self.constants)}", a.numpy())
+        self.values[id(a)] = (a, c)
+        self.constants.append(c)
+        return c
 
     def op(self, prim: Any, args: tuple, params: dict) -> Tensor:
         recorded = [self.arg(a) for a in args]
@@ -172,7 +177,7 @@ def record(fn: Callable[..., Any], example_inputs: tuple, dynamic: bool = False)
     values = []
     for i, out in enumerate(outputs):
         known = tracer.values.get(id(out)) if isinstance(out, Tensor) else None
-        if known is None or known[0] is not out:
+        if known is None or known[0] is not out or not isinstance(known[1], Value):
             raise TraceError(
                 f"memgrad.jit.trace: output {i} ({type(out).__name__}) was not computed from "
                 "the inputs by memgrad ops; return tensors the function computed"
@@ -184,6 +189,7 @@ def record(fn: Callable[..., Any], example_inputs: tuple, dynamic: bool = False)
         tracer.bindings,
         values,
         tuple_output=isinstance(result, tuple),
+        constants=tracer.constants,
         bound=tracer.bound,
         dynamic=dynamic,
         function=fn,

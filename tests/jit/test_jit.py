@@ -42,7 +42,8 @@ def test_trace_records_a_closed_program():
     assert "graph(%x: float64[4, 6], param %W1: float64[6, 5]" in text
     assert "%0 = matmul %x, %W1" in text and "# float64[4, 5]" in text
     assert "checkpoint " in text and "{" in text and "}" in text
-    assert "mul %4, const([1.0, 2.0, 3.0, 4.0, 5.0], float64)" in text
+    assert "const %c0: float64[5]" in text and "mul %4, %c0" in text
+    assert "const %c0: float64[5] = [1.0, 2.0, 3.0, 4.0, 5.0]" in g.code
     assert "getitem[index=(array([0, 2, 2], int64), ...)]" in text
     assert "to[dtype=float32]" in text
     assert text.splitlines()[-1].startswith("  return %")
@@ -160,3 +161,13 @@ def test_interpreter_frees_each_value_at_its_last_use():
     np.testing.assert_array_equal(out.numpy(), keeps_everything(x).numpy())
     assert eager.peak_above_start >= n * block
     assert interpreted.peak_above_start <= 3 * block
+
+
+def test_large_constants_round_trip_compactly():
+    mask = mg.tensor(np.triu(np.full((40, 40), -np.inf), 1))  # 1,600 values, with -inf
+    g = mg.jit.trace(lambda x: (x + mask).softmax(dim=1), x_of(1, (40, 40)))
+    assert "const %c0: float64[40, 40]" in str(g) and "b64:" not in str(g)
+    assert "b64:" in g.code and len(g.code) < 20_000
+    parsed = mg.jit.parse(g.code)
+    assert parsed == g
+    np.testing.assert_array_equal(parsed(x_of(2, (40, 40))).numpy(), g(x_of(2, (40, 40))).numpy())
