@@ -134,7 +134,7 @@ class Graph:
     _plan: Any = field(default=None, compare=False, repr=False)
 
     def _lines(self, types: bool) -> list[str]:
-        formals = ", ".join(
+        formals = (
             [f"{v}: {v.type_str}" for v in self.inputs]
             + [f"param {v}: {v.type_str}" for v in self.params]
             + [
@@ -142,7 +142,13 @@ class Graph:
                 for c in self.constants
             ]
         )
-        lines = [f"graph({formals}):"]
+        one_line = f"graph({', '.join(formals)}):"
+        if len(one_line) <= 100:
+            lines = [one_line]
+        else:  # one formal a line
+            lines = [f"graph({formals[0]},"]
+            lines += [f"      {f}," for f in formals[1:-1]]
+            lines.append(f"      {formals[-1]}):")
         region = None
         for b in self.bindings:
             if b.region != region:

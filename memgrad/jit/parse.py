@@ -85,6 +85,9 @@ def parse(text: str) -> Graph:
     def fail(n: int, why: str) -> TraceError:
         return TraceError(f"memgrad.jit.parse: line {n + 1}: {why}: {lines[n]!r}")
 
+    # the header may be spread over lines, one formal a line
+    end = next((i for i, ln in enumerate(lines) if ln.endswith("):")), 0)
+    lines[: end + 1] = [" ".join(lines[: end + 1])]
     header = _HEADER.match(lines[0])
     if header is None:
         raise fail(0, "expected 'graph(%name: dtype[shape], ...):'")

@@ -39,7 +39,7 @@ def test_trace_records_a_closed_program():
     assert [b.op for b in g.bindings][:3] == ["matmul", "add", "relu"]
     assert len(g.outputs) == 3 and g.tuple_output
     text = str(g)
-    assert "graph(%x: float64[4, 6], param %W1: float64[6, 5]" in text
+    assert "graph(%x: float64[4, 6],\n      param %W1: float64[6, 5]," in text
     assert "%0 = matmul %x, %W1" in text and "# float64[4, 5]" in text
     assert "checkpoint " in text and "{" in text and "}" in text
     assert "const %c0: float64[5]" in text and "mul %4, %c0" in text
