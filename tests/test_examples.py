@@ -15,7 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 # pages whose python blocks are runnable code (others, such as design notes, hold sketches)
-PAGES = ["README.md", "docs/getting-started.md", "docs/checkpointing.md", "docs/jit.md"]
+PAGES = [
+    "README.md",
+    "docs/getting-started.md",
+    "docs/checkpointing.md",
+    "docs/jit.md",
+    "docs/memory.md",
+]
 
 # a line every script must print; a new example without an entry here fails the test
 EXPECTED = {
