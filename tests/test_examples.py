@@ -21,6 +21,7 @@ PAGES = [
     "docs/checkpointing.md",
     "docs/jit.md",
     "docs/memory.md",
+    "docs/planning.md",
 ]
 
 # a line every script must print; a new example without an entry here fails the test
