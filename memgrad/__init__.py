@@ -8,7 +8,16 @@ Example:
     tensor([2., 4.])
 """
 
-from memgrad import _kernels, autograd, checkpoint, jit, memory, random  # noqa: F401 (_kernels)
+from memgrad import (  # noqa: F401 (_kernels)
+    _kernels,
+    autograd,
+    checkpoint,
+    jit,
+    memory,
+    nn,
+    optim,
+    random,
+)
 from memgrad.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from memgrad.errors import (
     CheckpointError,
@@ -95,7 +104,8 @@ __all__ = [
     "ones_like", "full_like", "empty_like", "arange", "eye", "randn", "rand", "randint",
     "randn_like", "rand_like", "manual_seed", "seed", "get_rng_state", "set_rng_state",
     "fork_rng", "random", "float32", "float64", "int64", "bool_", "no_grad", "enable_grad",
-    "set_grad_enabled", "is_grad_enabled", "autograd", "checkpoint", "memory", "jit", "matmul",
+    "set_grad_enabled", "is_grad_enabled", "autograd", "checkpoint", "memory", "jit", "nn",
+    "optim", "matmul",
     "add",
     "mul", "sub", "div",
     "neg", "pow", "exp", "log", "sqrt", "abs", "sign", "tanh", "sigmoid", "relu", "maximum",

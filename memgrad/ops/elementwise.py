@@ -39,7 +39,24 @@ __all__ = [
     "logical_or",
     "logical_xor",
     "logical_not",
+    "flat_kernel",
 ]
+
+
+def _kernel_dtype(a) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype in (np.float32, np.float64)
+
+
+def flat_kernel(kernel, *arrays: np.ndarray) -> np.ndarray:
+    """Run an elementwise numba kernel (flat arrays in and out) on arrays of one shape,
+    through flat contiguous views (copies only when an array is not contiguous)."""
+    shape = arrays[0].shape
+    for a in arrays[1:]:
+        if a.shape != shape:
+            raise ValueError(f"shapes {shape} and {a.shape} must be equal")
+    dtype = np.result_type(*arrays)
+    flat = [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in arrays]
+    return kernel(*flat).reshape(shape)
 
 
 @primitive("add", broadcasting=True)
@@ -175,6 +192,10 @@ def _(gg, out, needs, g, y):
 
 @primitive("sigmoid", saves={"out": (0,)})
 def sigmoid(x):
+    if _kernel_dtype(x):
+        from memgrad._kernels import activation
+
+        return flat_kernel(activation.sigmoid, x)
     # exp(-|x|) never overflows, and e / (1 + e) keeps full relative precision in the left
     # tail, where 1 / (1 + exp(-x)) overflows and 0.5 * (1 + tanh(x / 2)) rounds to 0
     e = np.exp(-np.abs(x))
@@ -189,6 +210,10 @@ def _(g, out, needs, x):
 @primitive("sigmoid_backward", saves={"g": (1,), "y": (0, 1)})
 def sigmoid_backward(g, y):
     """``g * y * (1 - y)`` for ``y = sigmoid(x)`` in one op; itself differentiable."""
+    if _kernel_dtype(g) and _kernel_dtype(y) and np.shape(g) == np.shape(y):
+        from memgrad._kernels import activation
+
+        return flat_kernel(activation.sigmoid_backward, g, y)
     return g * y * (1 - y)
 
 

@@ -1,5 +1,6 @@
-"""Reductions. ``sum``, ``amax``/``amin`` and ``sum_to`` are primitives; ``mean``, ``var``,
-``std``, ``logsumexp``, ``softmax`` and ``log_softmax`` are composites of primitives."""
+"""Reductions. ``sum``, ``amax``/``amin``, ``sum_to``, ``softmax`` and ``log_softmax`` (and the
+backward of the last two) are primitives; ``mean``, ``var``, ``std`` and ``logsumexp`` are
+composites of primitives."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from memgrad.tensor import Tensor
 
 __all__ = [
     "sum", "sum_to", "amax", "amin", "mean", "var", "std", "logsumexp", "softmax",
-    "log_softmax", "max", "min", "argmax", "argmin", "normalize_dims",
+    "log_softmax", "softmax_backward", "log_softmax_backward", "max", "min", "argmax",
+    "argmin", "normalize_dims",
 ]
 
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
@@ -246,20 +248,118 @@ def _shift(input: Tensor, dims) -> Tensor:
     return Tensor(np.where(np.isfinite(m), m, 0).astype(input.dtype, copy=False))
 
 
+# ---------------------------------------------------------------------------- softmax
+#
+# NOTE [ Fused softmax ]
+# softmax and log_softmax are primitives backed by the row-wise kernels of
+# memgrad/_kernels/softmax.py (one pass per row instead of NumPy's five over the array),
+# and so are their backward formulas: ``softmax_backward`` and ``log_softmax_backward``
+# are primitives too, with VJPs written in memgrad ops, so that double backward works.
+# Both forwards save only their output.
+
+
+def _along_rows(kernel, dim: int, *arrays: np.ndarray) -> np.ndarray:
+    """Run a row-wise (N, D) kernel along axis ``dim``: that axis moved last and the others
+    flattened into rows (a copy unless ``dim`` is already last and the data contiguous)."""
+    dtype = np.result_type(*arrays)
+    if arrays[0].ndim == 0:
+        return kernel(*(np.asarray(a, dtype=dtype).reshape(1, 1) for a in arrays)).reshape(())
+    moved = [np.moveaxis(a, dim, -1) for a in arrays]
+    shape = moved[0].shape
+    rows = [np.ascontiguousarray(m, dtype=dtype).reshape(-1, shape[-1]) for m in moved]
+    return np.moveaxis(kernel(*rows).reshape(shape), -1, dim)
+
+
+@primitive("softmax", saves={"out": (0,)}, kind="reduce")
+def _softmax(x, *, dim):
+    from memgrad._kernels.softmax import softmax_forward
+
+    return _along_rows(softmax_forward, dim, x)
+
+
+@_softmax.vjp
+def _(g, out, needs, x, dim):
+    return (softmax_backward(g, out, dim=dim),)
+
+
+@primitive("softmax_backward", saves={"g": (1,), "y": (0, 1)}, kind="reduce")
+def softmax_backward(g, y, *, dim):
+    """``y * (g - sum(g * y, dim))``: the VJP of ``y = softmax(x, dim)``, in one op;
+    itself differentiable."""
+    from memgrad._kernels.softmax import softmax_backward as kernel
+
+    return _along_rows(kernel, dim, g, y)
+
+
+@softmax_backward.vjp
+def _(gg, out, needs, g, y, dim):
+    # linear in g with a symmetric Jacobian (diag(y) - y y^T): the same op gives its VJP
+    gg_g = softmax_backward(gg, y, dim=dim) if needs[0] else None
+    gy = None
+    if needs[1]:
+        gy = gg * (g - sum(g * y, dim, keepdim=True)) - g * sum(gg * y, dim, keepdim=True)
+    return gg_g, gy
+
+
+@primitive("log_softmax", saves={"out": (0,)}, kind="reduce")
+def _log_softmax(x, *, dim):
+    from memgrad._kernels.softmax import log_softmax_forward
+
+    return _along_rows(log_softmax_forward, dim, x)
+
+
+@_log_softmax.vjp
+def _(g, out, needs, x, dim):
+    return (log_softmax_backward(g, out, dim=dim),)
+
+
+@primitive("log_softmax_backward", saves={"g": (1,), "y": (0, 1)}, kind="reduce")
+def log_softmax_backward(g, y, *, dim):
+    """``g - exp(y) * sum(g, dim)``: the VJP of ``y = log_softmax(x, dim)``, in one op;
+    itself differentiable."""
+    from memgrad._kernels.softmax import log_softmax_backward as kernel
+
+    return _along_rows(kernel, dim, g, y)
+
+
+@log_softmax_backward.vjp
+def _(gg, out, needs, g, y, dim):
+    p = y.exp()
+    gg_g = gg - sum(gg * p, dim, keepdim=True) if needs[0] else None
+    gy = -gg * p * sum(g, dim, keepdim=True) if needs[1] else None
+    return gg_g, gy
+
+
+def _softmax_dim(input: Tensor, dim, api: str) -> int:
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"{api}: dim must be an int, got {dim!r}")
+    if input.dtype not in (np.float32, np.float64):
+        raise TypeError(
+            f"{api}: expected a float32 or float64 tensor, got dtype {input.dtype}; convert "
+            "it first, e.g. with .float()"
+        )
+    return normalize_dims(dim, input.ndim, api)[0]
+
+
 def softmax(input: Tensor, dim: int) -> Tensor:
-    """Softmax over ``dim``.
+    """Softmax over ``dim``: ``exp(x) / sum(exp(x), dim)``, computed without overflow.
+
+    A slice that is all ``-inf`` gives NaN, as in PyTorch.
 
     Example:
         >>> import memgrad as mg
         >>> mg.tensor([0.0, 0.0]).softmax(dim=0)
         tensor([0.5, 0.5])
     """
-    dims = normalize_dims(dim, input.ndim, "softmax")
-    e = (input - _shift(input, dims)).exp()
-    return e / sum(e, dims, keepdim=True)
+    return _softmax(input, dim=_softmax_dim(input, dim, "softmax"))
 
 
 def log_softmax(input: Tensor, dim: int) -> Tensor:
-    """``log(softmax(input, dim))``, computed stably."""
-    normalize_dims(dim, input.ndim, "log_softmax")
-    return input - logsumexp(input, dim, keepdim=True)
+    """``log(softmax(input, dim))``, computed stably (``x - logsumexp(x, dim)``).
+
+    Example:
+        >>> import memgrad as mg
+        >>> round(mg.tensor([0.0, 0.0]).log_softmax(dim=0)[0].item(), 4)
+        -0.6931
+    """
+    return _log_softmax(input, dim=_softmax_dim(input, dim, "log_softmax"))

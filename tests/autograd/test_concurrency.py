@@ -111,3 +111,33 @@ def test_fork_while_another_thread_holds_numba_compiler_lock():
     finally:
         done.set()
         th.join()
+
+
+def _kernel_grads(seed: int) -> np.ndarray:
+    from memgrad.nn import functional as F
+
+    rng = np.random.default_rng(seed)
+    x = mg.tensor(rng.standard_normal((6, 8)).astype(np.float32), requires_grad=True)
+    h = F.layer_norm(x, (8,))
+    h = F.gelu(h) + F.gelu(h, approximate="tanh") + h.sigmoid()
+    loss = F.cross_entropy(F.softmax(h, dim=1), mg.tensor([0, 1, 2, 3, 4, 5]))
+    loss.backward()
+    return x.grad.numpy().copy()
+
+
+def _kernel_child(queue):
+    queue.put(_kernel_grads(5))
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
+def test_numba_kernels_work_in_a_forked_child_after_the_parent_used_them():
+    parent = _kernel_grads(5)
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_kernel_child, args=(queue,))
+    proc.start()
+    proc.join(timeout=120)
+    if proc.is_alive():  # pragma: no cover - the failure this test guards against
+        proc.kill()
+    assert proc.exitcode == 0, f"the child exited with {proc.exitcode}"
+    np.testing.assert_array_equal(queue.get(timeout=5), parent)

@@ -14,6 +14,7 @@ built on it) at call time, so the cases follow the table rather than a copy of i
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 import zlib
 from collections.abc import Callable
@@ -24,6 +25,7 @@ import numpy as np
 
 import memgrad as mg
 import memgrad.ops
+import memgrad.ops.nn as F
 from memgrad.ops import REGISTRY
 from memgrad.ops.movement import normalize_index
 
@@ -461,6 +463,267 @@ for label, sx, sy in (
 case("matmul", "operator", inputs(normal(2, 3), normal(3, 2)), lambda x, y: x @ y, np.matmul)
 case("matmul", "public", inputs(normal(2, 3), normal(3)), lambda x, y: mg.matmul(x, y),
      np.matmul)
+
+# nn ops (memgrad/ops/nn.py and the fused softmax of ops/reduce.py); integer targets and
+# indices are constants of the calls, so that every input is a float64 tensor
+
+
+def _np_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _np_log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+_np_erfc = np.vectorize(math.erfc)
+_GELU_K = math.sqrt(2 / math.pi)
+
+
+def _np_gelu(x: np.ndarray) -> np.ndarray:
+    return x * 0.5 * _np_erfc(-x / math.sqrt(2))
+
+
+def _np_gelu_grad(x: np.ndarray) -> np.ndarray:
+    return 0.5 * _np_erfc(-x / math.sqrt(2)) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+
+
+def _np_gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1 + np.tanh(_GELU_K * (x + 0.044715 * x**3)))
+
+
+def _np_gelu_tanh_grad(x: np.ndarray) -> np.ndarray:
+    t = np.tanh(_GELU_K * (x + 0.044715 * x**3))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _GELU_K * (1 + 3 * 0.044715 * x * x)
+
+
+def _np_normalized(x: np.ndarray, ndim: int, eps: float) -> np.ndarray:
+    axes = tuple(range(x.ndim - ndim, x.ndim))
+    c = x - x.mean(axis=axes, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=axes, keepdims=True) + eps)
+
+
+def _np_layer_norm_grad(g: np.ndarray, x: np.ndarray, w: Any, ndim: int) -> np.ndarray:
+    # the Jacobian of the normalization written out, applied to a = g * w
+    axes = tuple(range(x.ndim - ndim, x.ndim))
+    c = x - x.mean(axis=axes, keepdims=True)
+    rstd = 1 / np.sqrt((c * c).mean(axis=axes, keepdims=True) + 1e-5)
+    h = c * rstd
+    a = g * w
+    return rstd * (a - a.mean(axis=axes, keepdims=True)
+                   - h * (a * h).mean(axis=axes, keepdims=True))
+
+
+_TARGET = np.array([0, 3, -100, 1, 2])
+_TARGET_4D = np.array([[[0, 2], [1, 1]], [[2, 0], [-100, 1]]])
+_INDICES = np.array([[1, 4, 1], [5, 0, 2]])
+_KEEP = np.array([[True, False, True, True], [False, True, True, False],
+                  [True, True, False, True]])
+
+
+def _np_cross_entropy(x: np.ndarray, t: np.ndarray, smoothing: float) -> np.ndarray:
+    logp = _np_log_softmax(x, 1)
+    kept = t != -100
+    nll = -logp[np.arange(len(t)), np.where(kept, t, 0)]
+    return np.where(kept, (1 - smoothing) * nll - smoothing * logp.mean(axis=1), 0.0)
+
+
+def _np_cross_entropy_grad(g: np.ndarray, x: np.ndarray, t: np.ndarray,
+                           smoothing: float) -> np.ndarray:
+    kept = t != -100
+    q = np.full(x.shape, smoothing / x.shape[1])
+    q[np.arange(len(t)), np.where(kept, t, 0)] += 1 - smoothing
+    return (_np_softmax(x, 1) - q) * np.where(kept, g, 0.0)[:, None]
+
+
+def _np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    s = s + np.triu(np.full(s.shape[-2:], -np.inf), 1)
+    return _np_softmax(s, -1) @ v
+
+
+def _seeded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` run with the global generator seeded, so that every call draws the same."""
+
+    def run(*args: Any) -> Any:
+        with mg.random.fork_rng():
+            mg.manual_seed(7)
+            return fn(*args)
+
+    return run
+
+
+case("linear", "2d", inputs(normal(3, 4), normal(5, 4), normal(5)),
+     lambda x, w, b: P("linear")(x, w, b), lambda x, w, b: x @ w.T + b)
+case("linear", "3d-no-bias", inputs(normal(2, 3, 4), normal(5, 4)),
+     lambda x, w: F.linear(x, w), lambda x, w: x @ w.T)
+case("linear", "1d", inputs(normal(4), normal(2, 4), normal(2)),
+     lambda x, w, b: F.linear(x, w, b), lambda x, w, b: w @ x + b)
+
+case("gelu", "exact", inputs(normal(3, 4)), lambda x: P("gelu")(x, approximate="none"),
+     _np_gelu)
+case("gelu", "public-tanh", inputs(uniform(-3, 3, 2, 5)),
+     lambda x: F.gelu(x, approximate="tanh"), _np_gelu_tanh)
+case("gelu_backward", "exact", inputs(normal(3, 4), normal(3, 4)),
+     lambda g, x: P("gelu_backward")(g, x, approximate="none"),
+     lambda g, x: g * _np_gelu_grad(x))
+case("gelu_backward", "tanh", inputs(normal(3, 4), uniform(-3, 3, 3, 4)),
+     lambda g, x: P("gelu_backward")(g, x, approximate="tanh"),
+     lambda g, x: g * _np_gelu_tanh_grad(x))
+
+case("softmax", "dim1", inputs(normal(3, 4)), lambda x: P("softmax")(x, dim=1),
+     lambda x: _np_softmax(x, 1))
+case("softmax", "public-dim0-3d", inputs(normal(3, 2, 4)), lambda x: mg.softmax(x, 0),
+     lambda x: _np_softmax(x, 0))
+case("softmax", "method-0d", inputs(normal()), lambda x: x.softmax(0), lambda x: np.ones_like(x))
+case("softmax", "attention-causal", inputs(normal(2, 3, 4), normal(2, 5, 4), normal(2, 5, 2)),
+     lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), _np_attention)
+case("softmax_backward", "dim1", inputs(normal(3, 4), uniform(0.05, 1, 3, 4)),
+     lambda g, y: P("softmax_backward")(g, y, dim=1),
+     lambda g, y: y * (g - (g * y).sum(axis=1, keepdims=True)))
+case("softmax_backward", "dim0", inputs(normal(3, 2, 4), uniform(0.05, 1, 3, 2, 4)),
+     lambda g, y: P("softmax_backward")(g, y, dim=0),
+     lambda g, y: y * (g - (g * y).sum(axis=0, keepdims=True)))
+case("log_softmax", "dim1", inputs(normal(3, 4)), lambda x: P("log_softmax")(x, dim=1),
+     lambda x: _np_log_softmax(x, 1))
+case("log_softmax", "public-neg-dim", inputs(normal(2, 3, 4)), lambda x: x.log_softmax(-2),
+     lambda x: _np_log_softmax(x, 1))
+case("log_softmax_backward", "dim1", inputs(normal(3, 4), uniform(-3, -0.1, 3, 4)),
+     lambda g, y: P("log_softmax_backward")(g, y, dim=1),
+     lambda g, y: g - np.exp(y) * g.sum(axis=1, keepdims=True))
+
+case("dropout", "mask", inputs(normal(3, 4)),
+     lambda x: P("dropout")(x, mg.tensor(_KEEP), scale=2.0), lambda x: x * _KEEP * 2.0)
+case("dropout", "public-seeded", inputs(normal(4, 5)), _seeded(lambda x: F.dropout(x, 0.4)))
+
+case("layer_norm", "affine", inputs(normal(3, 4), normal(4), normal(4)),
+     lambda x, w, b: P("layer_norm")(x, w, b, ndim=1, eps=1e-5),
+     lambda x, w, b: _np_normalized(x, 1, 1e-5) * w + b)
+case("layer_norm", "public-2dims", inputs(normal(2, 3, 4)), lambda x: F.layer_norm(x, (3, 4)),
+     lambda x: _np_normalized(x, 2, 1e-5))
+case("layer_norm", "public-weight-eps", inputs(normal(2, 3, 4), normal(4)),
+     lambda x, w: F.layer_norm(x, 4, w, eps=1e-2), lambda x, w: _np_normalized(x, 1, 1e-2) * w)
+case("layer_norm_backward", "weight", inputs(normal(3, 4), normal(3, 4), normal(4)),
+     lambda g, x, w: P("layer_norm_backward")(g, x, w, ndim=1, eps=1e-5),
+     lambda g, x, w: _np_layer_norm_grad(g, x, w, 1))
+case("layer_norm_backward", "2dims", inputs(normal(2, 3, 4), normal(2, 3, 4)),
+     lambda g, x: P("layer_norm_backward")(g, x, None, ndim=2, eps=1e-5),
+     lambda g, x: _np_layer_norm_grad(g, x, 1.0, 2))
+case("layer_norm_weight_grad", "1dim", inputs(normal(3, 4), normal(3, 4)),
+     lambda g, x: P("layer_norm_weight_grad")(g, x, ndim=1, eps=1e-5),
+     lambda g, x: (g * _np_normalized(x, 1, 1e-5)).sum(axis=0))
+case("layer_norm_weight_grad", "2dims", inputs(normal(2, 3, 4), normal(2, 3, 4)),
+     lambda g, x: P("layer_norm_weight_grad")(g, x, ndim=2, eps=1e-5),
+     lambda g, x: (g * _np_normalized(x, 2, 1e-5)).sum(axis=0))
+
+case("embedding", "2d-indices", inputs(normal(6, 3)),
+     lambda w: P("embedding")(mg.tensor(_INDICES), w, padding_idx=None), lambda w: w[_INDICES])
+case("embedding", "public", inputs(normal(6, 3)), lambda w: F.embedding(mg.tensor([5, 5, 0]), w),
+     lambda w: w[[5, 5, 0]])
+
+case("cross_entropy", "ignore-smoothing", inputs(normal(5, 4)),
+     lambda x: P("cross_entropy")(x, mg.tensor(_TARGET), ignore_index=-100,
+                                  label_smoothing=0.1),
+     lambda x: _np_cross_entropy(x, _TARGET, 0.1))
+case("cross_entropy", "public-mean", inputs(normal(5, 4)),
+     lambda x: F.cross_entropy(x, mg.tensor(_TARGET)),
+     lambda x: _np_cross_entropy(x, _TARGET, 0.0).sum() / 4)
+case("cross_entropy", "public-4d-none", inputs(normal(2, 3, 2, 2)),
+     lambda x: F.cross_entropy(x, mg.tensor(_TARGET_4D), reduction="none"),
+     lambda x: _np_cross_entropy(np.moveaxis(x, 1, -1).reshape(-1, 3), _TARGET_4D.reshape(-1),
+                                 0.0).reshape(2, 2, 2))
+case("cross_entropy_backward", "ignore-smoothing", inputs(normal(5), normal(5, 4)),
+     lambda g, x: P("cross_entropy_backward")(g, x, mg.tensor(_TARGET), ignore_index=-100,
+                                              label_smoothing=0.1),
+     lambda g, x: _np_cross_entropy_grad(g, x, _TARGET, 0.1))
+
+# conv and pooling (memgrad/ops/conv.py); NumPy references are direct sums over the window
+
+
+def _np_conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, c, h, wd = x.shape
+    co, cg, kh, kw = w.shape
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    out = np.zeros((n, co, oh, ow))
+    og = co // groups
+    for g in range(groups):
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[:, g * cg:(g + 1) * cg, i * dh:i * dh + sh * (oh - 1) + 1:sh,
+                           j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch,
+                                                         w[g * og:(g + 1) * og, :, i, j])
+    return out if b is None else out + b[:, None, None]
+
+
+def _np_max_pool2d(x, k, s, p=(0, 0), d=(1, 1)):
+    n, c, h, w = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=-np.inf)
+    oh = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    out = np.full((n, c, oh, ow), -np.inf)
+    for i in range(k[0]):
+        for j in range(k[1]):
+            out = np.maximum(out, xp[:, :, i * d[0]:i * d[0] + s[0] * (oh - 1) + 1:s[0],
+                                     j * d[1]:j * d[1] + s[1] * (ow - 1) + 1:s[1]])
+    return out
+
+
+_POOL_AT = np.array([[[[0, 5, 5], [11, 0, 7]], [[3, 3, 3], [4, 9, 10]]]])  # repeats on purpose
+
+
+def _np_pool_scatter(g, shape=(1, 2, 3, 4)):
+    out = np.zeros((shape[0] * shape[1], shape[2] * shape[3]))
+    for plane in range(out.shape[0]):
+        np.add.at(out[plane], _POOL_AT.reshape(out.shape[0], -1)[plane],
+                  g.reshape(out.shape[0], -1)[plane])
+    return out.reshape(shape)
+
+
+case("conv2d", "bias-stride-pad-dilation", inputs(normal(2, 3, 5, 6), normal(4, 3, 3, 2),
+                                                  normal(4)),
+     lambda x, w, b: P("conv2d")(x, w, b, stride=(2, 1), padding=(1, 0), dilation=(1, 2),
+                                 groups=1),
+     lambda x, w, b: _np_conv2d(x, w, b, (2, 1), (1, 0), (1, 2)))
+case("conv2d", "public-no-bias", inputs(normal(1, 2, 5, 5), normal(3, 2, 3, 3)),
+     lambda x, w: mg.nn.functional.conv2d(x, w, padding=1),
+     lambda x, w: _np_conv2d(x, w, None, (1, 1), (1, 1)))
+case("conv2d", "public-groups", inputs(normal(2, 4, 4, 4), normal(6, 2, 2, 2), normal(6)),
+     lambda x, w, b: mg.nn.functional.conv2d(x, w, b, stride=2, padding=1, groups=2),
+     lambda x, w, b: _np_conv2d(x, w, b, (2, 2), (1, 1), (1, 1), 2))
+case("conv2d", "public-unbatched", inputs(normal(2, 4, 4), normal(3, 2, 2, 2)),
+     lambda x, w: mg.nn.functional.conv2d(x, w, dilation=2),
+     lambda x, w: _np_conv2d(x[None], w, None, (1, 1), (0, 0), (2, 2))[0])
+case("conv2d_input_grad", "stride-pad", inputs(normal(2, 4, 3, 3), normal(4, 3, 3, 3)),
+     lambda g, w: P("conv2d_input_grad")(g, w, input_shape=(2, 3, 6, 6), stride=(2, 2),
+                                         padding=(1, 1), dilation=(1, 1), groups=1))
+case("conv2d_input_grad", "groups-dilation", inputs(normal(1, 4, 3, 5), normal(4, 1, 2, 2)),
+     lambda g, w: P("conv2d_input_grad")(g, w, input_shape=(1, 2, 5, 5), stride=(1, 1),
+                                         padding=(0, 1), dilation=(2, 2), groups=2))
+case("conv2d_weight_grad", "stride-pad", inputs(normal(2, 3, 6, 6), normal(2, 4, 3, 3)),
+     lambda x, g: P("conv2d_weight_grad")(x, g, weight_shape=(4, 3, 3, 3), stride=(2, 2),
+                                          padding=(1, 1), dilation=(1, 1), groups=1))
+case("conv2d_weight_grad", "groups-dilation", inputs(normal(1, 2, 5, 5), normal(1, 4, 3, 5)),
+     lambda x, g: P("conv2d_weight_grad")(x, g, weight_shape=(4, 1, 2, 2), stride=(1, 1),
+                                          padding=(0, 1), dilation=(2, 2), groups=2))
+
+case("max_pool2d", "public-2x2", inputs(distinct(2, 2, 4, 6)),
+     lambda x: mg.nn.functional.max_pool2d(x, 2), lambda x: _np_max_pool2d(x, (2, 2), (2, 2)))
+case("max_pool2d", "overlap-pad", inputs(distinct(1, 2, 5, 4)),
+     lambda x: P("max_pool2d")(x, kernel_size=(3, 3), stride=(2, 1), padding=(1, 1),
+                               dilation=(1, 1)),
+     lambda x: _np_max_pool2d(x, (3, 3), (2, 1), (1, 1)))
+case("max_pool2d", "public-dilation-unbatched", inputs(distinct(2, 5, 5)),
+     lambda x: mg.nn.functional.max_pool2d(x, 2, stride=1, dilation=2),
+     lambda x: _np_max_pool2d(x[None], (2, 2), (1, 1), (0, 0), (2, 2))[0])
+case("max_pool2d_backward", "repeats", inputs(normal(1, 2, 2, 3)),
+     lambda g: P("max_pool2d_backward")(g, mg.tensor(_POOL_AT), input_shape=(1, 2, 3, 4)),
+     _np_pool_scatter)
 
 # ---------------------------------------------------------------------------- non-differentiable
 

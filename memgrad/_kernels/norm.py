@@ -1,0 +1,141 @@
+"""Layer normalization over the last axis of C-contiguous (N, D) rows: forward, the input
+gradient, and the weight gradient.
+
+With ``mean`` and ``rstd = 1 / sqrt(var + eps)`` of a row (biased variance, two passes,
+float64 sums) and ``h = (x - mean) * rstd``:
+
+* ``layer_norm_forward``: ``h * weight + bias``;
+* ``layer_norm_backward``: with ``a = g * weight``,
+  ``rstd * (a - mean(a) - h * mean(a * h))``;
+* ``layer_norm_weight_grad``: ``sum over rows of g * h``.
+
+The backward kernels recompute ``mean`` and ``rstd`` from the row (one extra read of data
+that is in cache) instead of taking them saved from the forward: the op table keeps one
+output per primitive, and this way nothing but the input is kept for backward. Float32
+rows accumulate in float64; rows of length 0 give empty results. ``*_reference`` are the
+NumPy formulations.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "layer_norm_forward",
+    "layer_norm_backward",
+    "layer_norm_weight_grad",
+    "layer_norm_forward_reference",
+    "layer_norm_backward_reference",
+    "layer_norm_weight_grad_reference",
+]
+
+_ROWS_PER_CHUNK = 64  # layer_norm_weight_grad sums rows in chunks, then the chunks
+
+
+# Row reductions are separate functions compiled with reassociation allowed, so that LLVM
+# sums in SIMD lanes; the element-wise loops keep IEEE semantics.
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+def _row_stats(x, i, eps):
+    d = x.shape[1]
+    s = np.float64(0.0)
+    for j in range(d):
+        s += x[i, j]
+    mean = s / d
+    v = np.float64(0.0)
+    for j in range(d):
+        c = x[i, j] - mean
+        v += c * c
+    return mean, 1.0 / math.sqrt(v / d + eps)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+def _row_grad_sums(g, x, w, i, mean, rstd):
+    sa = np.float64(0.0)
+    sah = np.float64(0.0)
+    for j in range(x.shape[1]):
+        a = g[i, j] * np.float64(w[j])
+        sa += a
+        sah += a * ((x[i, j] - mean) * rstd)
+    return sa, sah
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def layer_norm_forward(x, weight, bias, eps):
+    """``(x - mean) * rstd * weight + bias`` for each row of ``x`` (N, D); ``weight`` and
+    ``bias`` are (D,)."""
+    out = np.empty_like(x)
+    if x.shape[1] == 0:
+        return out
+    for i in range(x.shape[0]):
+        mean, rstd = _row_stats(x, i, eps)
+        for j in range(x.shape[1]):
+            out[i, j] = (x[i, j] - mean) * rstd * weight[j] + bias[j]
+    return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def layer_norm_backward(g, x, weight, eps):
+    """The gradient with respect to ``x`` of ``layer_norm_forward(x, weight, bias, eps)``
+    times ``g`` (N, D)."""
+    out = np.empty_like(g)
+    if x.shape[1] == 0:
+        return out
+    inv_d = 1.0 / x.shape[1]
+    for i in range(x.shape[0]):
+        mean, rstd = _row_stats(x, i, eps)
+        sa, sah = _row_grad_sums(g, x, weight, i, mean, rstd)
+        ma = sa * inv_d
+        mah = sah * inv_d
+        for j in range(x.shape[1]):
+            h = (x[i, j] - mean) * rstd
+            out[i, j] = rstd * (g[i, j] * np.float64(weight[j]) - ma - h * mah)
+    return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def layer_norm_weight_grad(g, x, eps):
+    """``sum over rows of g * (x - mean) * rstd``: the weight gradient (D,) of
+    ``layer_norm_forward``. Rows are summed in chunks and then the chunks, which rounds
+    better than one running sum over many rows."""
+    n, d = x.shape
+    if d == 0:
+        return np.zeros(0, dtype=x.dtype)
+    chunks = (n + _ROWS_PER_CHUNK - 1) // _ROWS_PER_CHUNK
+    partial = np.zeros((chunks, d))
+    for c in range(chunks):
+        for i in range(c * _ROWS_PER_CHUNK, min((c + 1) * _ROWS_PER_CHUNK, n)):
+            mean, rstd = _row_stats(x, i, eps)
+            for j in range(d):
+                partial[c, j] += g[i, j] * ((x[i, j] - mean) * rstd)
+    total = np.zeros(d)
+    for c in range(chunks):
+        for j in range(d):
+            total[j] += partial[c, j]
+    return total.astype(x.dtype)
+
+
+def _normalized(x, eps):
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps)
+
+
+def layer_norm_forward_reference(x, weight, bias, eps):
+    """NumPy formulation of ``layer_norm_forward``."""
+    return _normalized(x, eps) * weight + bias
+
+
+def layer_norm_backward_reference(g, x, weight, eps):
+    """NumPy formulation of ``layer_norm_backward``."""
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    rstd = 1 / np.sqrt(var + eps)
+    h = (x - mean) * rstd
+    a = g * weight
+    return rstd * (a - a.mean(axis=1, keepdims=True) - h * (a * h).mean(axis=1, keepdims=True))
+
+
+def layer_norm_weight_grad_reference(g, x, eps):
+    """NumPy formulation of ``layer_norm_weight_grad``."""
+    return (g * _normalized(x, eps)).sum(axis=0)

@@ -1,0 +1,34 @@
+"""The functional API, ``import memgrad.nn.functional as F``, as in PyTorch.
+
+Every name here is a function of the op table (``memgrad.ops``, ``memgrad.ops.nn``,
+``memgrad.ops.conv``) re-exported unchanged, so ``F.gelu`` and the op the tracer, the
+checkpoint policies and the tests see are one and the same.
+
+Example:
+    >>> import memgrad as mg
+    >>> import memgrad.nn.functional as F
+    >>> F.relu(mg.tensor([-1.0, 2.0]))
+    tensor([0., 2.])
+"""
+
+from memgrad.ops import relu, sigmoid, tanh
+from memgrad.ops.conv import conv2d, max_pool2d
+from memgrad.ops.nn import (
+    cross_entropy,
+    dropout,
+    embedding,
+    gelu,
+    layer_norm,
+    linear,
+    log_softmax,
+    mse_loss,
+    nll_loss,
+    scaled_dot_product_attention,
+    softmax,
+)
+
+__all__ = [
+    "linear", "relu", "gelu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout",
+    "layer_norm", "embedding", "conv2d", "max_pool2d", "cross_entropy", "mse_loss", "nll_loss",
+    "scaled_dot_product_attention",
+]

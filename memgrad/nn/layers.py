@@ -1,0 +1,468 @@
+"""Layers: ``Linear``, activations, ``Dropout``, ``LayerNorm``, ``Embedding``, ``Conv2d``,
+``MaxPool2d``, ``Flatten``, ``MultiheadSelfAttention`` and ``TransformerBlock``.
+
+Each layer holds its parameters and calls one function of ``memgrad.nn.functional``;
+initialisation follows PyTorch's defaults, drawn from memgrad's global generator.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from memgrad.autograd.grad_mode import no_grad
+from memgrad.factories import empty, ones, zeros
+from memgrad.nn import functional as F
+from memgrad.nn import init
+from memgrad.nn.module import Module, Parameter, Sequential
+from memgrad.tensor import Tensor
+
+__all__ = [
+    "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "Dropout", "LayerNorm", "Embedding",
+    "Conv2d", "MaxPool2d", "Flatten", "MultiheadSelfAttention", "TransformerBlock",
+]
+
+
+def _check_positive(api: str, **sizes: Any) -> None:
+    for name, v in sizes.items():
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
+            raise ValueError(f"{api}: {name} must be a positive int, got {v!r}")
+
+
+def _pair(api: str, name: str, v: Any) -> tuple[int, int]:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (int(v), int(v))
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(
+        isinstance(e, (int, np.integer)) for e in v
+    ):
+        return (int(v[0]), int(v[1]))
+    raise TypeError(f"{api}: {name} must be an int or a pair of ints, got {v!r}")
+
+
+def _check_p(api: str, p: float) -> None:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{api}: dropout probability has to be between 0 and 1, but got {p}")
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` over the last dimension.
+
+    ``weight`` has shape ``(out_features, in_features)`` and is drawn from
+    ``U(-1/sqrt(in_features), 1/sqrt(in_features))`` (PyTorch's ``kaiming_uniform_`` with
+    ``a=sqrt(5)``), as is ``bias``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> lin = mg.nn.Linear(4, 2)
+        >>> lin(mg.ones(3, 4)).shape
+        (3, 2)
+        >>> lin
+        Linear(in_features=4, out_features=2, bias=True)
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+        super().__init__()
+        _check_positive("Linear", in_features=in_features, out_features=out_features)
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = Parameter(empty(out_features, in_features))
+        self.bias = Parameter(empty(out_features)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw fresh weights with PyTorch's default initialisation."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(self.in_features)
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class ReLU(Module):
+    """``max(x, 0)`` elementwise.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.ReLU()(mg.tensor([-1.0, 2.0]))
+        tensor([0., 2.])
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.relu(input)
+
+
+class GELU(Module):
+    """The Gaussian error linear unit: exact (``approximate="none"``) or its tanh
+    approximation (``approximate="tanh"``).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.GELU(approximate="tanh")
+        GELU(approximate='tanh')
+    """
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(
+                f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}"
+            )
+        self.approximate = approximate
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class Tanh(Module):
+    """``tanh(x)`` elementwise."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.tanh(input)
+
+
+class Sigmoid(Module):
+    """``1 / (1 + exp(-x))`` elementwise."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.sigmoid(input)
+
+
+class Dropout(Module):
+    """In training mode, zero each element with probability ``p`` (drawn from the global
+    generator) and scale the rest by ``1 / (1 - p)``; in evaluation mode, the identity.
+
+    Example:
+        >>> import memgrad as mg
+        >>> drop = mg.nn.Dropout(0.5).eval()
+        >>> drop(mg.ones(3))
+        tensor([1., 1., 1.])
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        _check_p("Dropout", p)
+        self.p = p
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout(input, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class LayerNorm(Module):
+    """Normalise over the trailing ``normalized_shape`` dimensions to zero mean and unit
+    variance (biased), then scale by ``weight`` (ones) and shift by ``bias`` (zeros).
+
+    Example:
+        >>> import memgrad as mg
+        >>> ln = mg.nn.LayerNorm(4)
+        >>> y = ln(mg.randn(2, 4))
+        >>> bool(y.mean(dim=-1).abs().max() < 1e-5)
+        True
+    """
+
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(int(s) for s in shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(ones(self.normalized_shape))
+            self.bias = Parameter(zeros(self.normalized_shape)) if bias else None
+        else:
+            self.weight = None
+            self.bias = None
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class Embedding(Module):
+    """A lookup table: integer indices of any shape -> rows of ``weight``
+    (``(num_embeddings, embedding_dim)``, drawn from ``N(0, 1)``). The row ``padding_idx``
+    starts at zero and gets no gradient.
+
+    Example:
+        >>> import memgrad as mg
+        >>> emb = mg.nn.Embedding(10, 3, padding_idx=0)
+        >>> emb(mg.tensor([[1, 2], [0, 4]])).shape
+        (2, 2, 3)
+        >>> emb.weight[0].tolist()
+        [0.0, 0.0, 0.0]
+    """
+
+    def __init__(
+        self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None
+    ) -> None:
+        super().__init__()
+        _check_positive("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(
+                    f"Embedding: padding_idx must be within [-{num_embeddings}, "
+                    f"{num_embeddings}) for num_embeddings={num_embeddings}, got {padding_idx}"
+                )
+            padding_idx %= num_embeddings
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.padding_idx = padding_idx
+        self.weight = Parameter(empty(num_embeddings, embedding_dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw fresh rows from ``N(0, 1)`` and zero the padding row."""
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                init.zeros_(self.weight[self.padding_idx])
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.embedding(input, self.weight, self.padding_idx)
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        return s if self.padding_idx is None else s + f", padding_idx={self.padding_idx}"
+
+
+class Conv2d(Module):
+    """2-D convolution over ``(N, C_in, H, W)`` input (cross-correlation, as in PyTorch).
+
+    ``weight`` has shape ``(out_channels, in_channels // groups, kH, kW)``; weight and bias
+    use PyTorch's default initialisation (``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` with
+    ``fan_in = in_channels // groups * kH * kW``).
+
+    Example:
+        >>> import memgrad as mg
+        >>> conv = mg.nn.Conv2d(3, 8, kernel_size=3, padding=1)
+        >>> conv(mg.randn(2, 3, 16, 16)).shape
+        (2, 8, 16, 16)
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] = 0,
+        dilation: int | tuple[int, int] = 1,
+        groups: int = 1,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        _check_positive("Conv2d", in_channels=in_channels, out_channels=out_channels,
+                        groups=groups)
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must "
+                f"both be divisible by groups ({groups})"
+            )
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _pair("Conv2d", "kernel_size", kernel_size)
+        self.stride = _pair("Conv2d", "stride", stride)
+        self.padding = _pair("Conv2d", "padding", padding)
+        self.dilation = _pair("Conv2d", "dilation", dilation)
+        self.groups = groups
+        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size))
+        self.bias = Parameter(empty(out_channels)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw fresh weights with PyTorch's default initialisation."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
+                        self.dilation, self.groups)
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != (0, 0):
+            s += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class MaxPool2d(Module):
+    """2-D max pooling over ``(N, C, H, W)`` input; ``stride`` defaults to ``kernel_size``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.MaxPool2d(2)(mg.randn(1, 3, 8, 8)).shape
+        (1, 3, 4, 4)
+    """
+
+    def __init__(
+        self,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] | None = None,
+        padding: int | tuple[int, int] = 0,
+        dilation: int | tuple[int, int] = 1,
+    ) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding = padding
+        self.dilation = dilation
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, dilation={self.dilation}")
+
+
+class Flatten(Module):
+    """Flatten dimensions ``start_dim`` .. ``end_dim`` into one.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.Flatten()(mg.zeros(2, 3, 4)).shape
+        (2, 12)
+    """
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class MultiheadSelfAttention(Module):
+    """Multi-head self-attention over ``(batch, seq, embed_dim)`` input.
+
+    One fused ``Linear`` (``qkv``) makes queries, keys and values; the heads are split with
+    reshape/transpose and attended with ``F.scaled_dot_product_attention`` (scale
+    ``1/sqrt(head_dim)``; with ``causal=True`` position ``t`` sees only positions ``<= t``);
+    ``out_proj`` mixes the heads back. ``dropout`` is the dropout probability on the
+    attention weights in training mode, as in ``torch.nn.MultiheadAttention``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> attn = mg.nn.MultiheadSelfAttention(16, num_heads=4, causal=True)
+        >>> attn(mg.randn(2, 5, 16)).shape
+        (2, 5, 16)
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        causal: bool = False,
+    ) -> None:
+        super().__init__()
+        _check_positive("MultiheadSelfAttention", embed_dim=embed_dim, num_heads=num_heads)
+        if embed_dim % num_heads:
+            raise ValueError(
+                f"MultiheadSelfAttention: embed_dim ({embed_dim}) must be divisible by "
+                f"num_heads ({num_heads})"
+            )
+        _check_p("MultiheadSelfAttention", dropout)
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.causal = causal
+        self.dropout = dropout
+        self.qkv = Linear(embed_dim, 3 * embed_dim, bias=bias)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim != 3 or x.shape[-1] != self.embed_dim:
+            raise ValueError(
+                "MultiheadSelfAttention: expected input of shape (batch, seq, "
+                f"{self.embed_dim}), got {x.shape}"
+            )
+        b, t, e = x.shape
+        heads = (b, t, self.num_heads, self.head_dim)
+        q, k, v = (part.reshape(heads).transpose(1, 2) for part in self.qkv(x).chunk(3, -1))
+        dropout_p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=self.causal)
+        return self.out_proj(y.transpose(1, 2).reshape(b, t, e))
+
+    def extra_repr(self) -> str:
+        return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+                f"dropout={self.dropout}, causal={self.causal}")
+
+
+class TransformerBlock(Module):
+    """A pre-LayerNorm transformer block:
+    ``x = x + attn(ln1(x)); x = x + mlp(ln2(x))`` with
+    ``mlp = Linear(d_model, d_ff), GELU("tanh"), Linear(d_ff, d_model), Dropout``.
+
+    Args:
+        d_model: the embedding size.
+        n_heads: attention heads (must divide ``d_model``).
+        d_ff: the hidden size of the MLP; ``4 * d_model`` by default.
+        dropout: dropout probability on the attention weights and at the end of the MLP.
+        causal: causal attention (the default, for language models).
+
+    Example:
+        >>> import memgrad as mg
+        >>> block = mg.nn.TransformerBlock(16, 4)
+        >>> block(mg.randn(2, 5, 16)).shape
+        (2, 5, 16)
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        causal: bool = True,
+    ) -> None:
+        super().__init__()
+        d_ff = 4 * d_model if d_ff is None else d_ff
+        self.ln1 = LayerNorm(d_model)
+        self.attn = MultiheadSelfAttention(d_model, n_heads, dropout=dropout, causal=causal)
+        self.ln2 = LayerNorm(d_model)
+        self.mlp = Sequential(
+            Linear(d_model, d_ff), GELU(approximate="tanh"), Linear(d_ff, d_model),
+            Dropout(dropout),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))

@@ -1,0 +1,465 @@
+"""2-D convolution and max pooling over NCHW tensors, with PyTorch's semantics.
+
+NOTE [ Convolution as one GEMM ]
+``conv2d`` copies the input's patches into columns (``im2col``, a numba kernel; layout in
+``memgrad/_kernels/conv.py``: a ``(C*KH*KW, N*OH*OW)`` matrix) and multiplies them by the
+weight viewed as ``(CO, C*KH*KW)`` in one BLAS GEMM per group, then adds the bias while
+moving the result from ``(CO, N, OH*OW)`` to NCHW. Its backward is two primitives, so that
+double backward works through the op table:
+
+* ``conv2d_input_grad(g, weight)``: ``weight^T @ g`` as columns, summed back into the input's
+  shape (``col2im``). It is the transpose of the convolution, linear in each argument.
+* ``conv2d_weight_grad(x, g)``: ``g @ columns(x)^T``.
+
+For ``y = conv(x, w)`` the identities ``<conv(x, w), g> = <x, input_grad(g, w)> =
+<w, weight_grad(x, g)>`` give each backward op's VJP in terms of the other two: the VJP of
+``input_grad`` is ``(conv(gg, w), weight_grad(gg, g))`` and the VJP of ``weight_grad`` is
+``(input_grad(g, gg), conv(x, gg))``.
+
+Saved values: conv2d keeps its input and weight, never the columns. The columns are
+``KH*KW`` times the input's bytes (9x for a 3x3 kernel, 19 MB per layer for the W3
+benchmark's 16x32x32x32 input), while recomputing them in ``conv2d_weight_grad`` costs one
+im2col pass (about 1 ms there, against about 3.5 ms for each of the layer's three GEMMs).
+
+Scratch: columns and GEMM results live in per-thread buffers that are reused from call to
+call (a fresh 19 MB array costs more in page faults than the im2col that fills it; see
+DESIGN.md, house style 11). Results are always fresh arrays, never views of scratch. The
+batch is processed in chunks of at most ``_CHUNK_BYTES`` of columns, which bounds the
+scratch and keeps each chunk's columns in the last-level cache between the im2col that
+writes them and the GEMM that reads them.
+
+NOTE [ Kernel threads ]
+The numba kernels are serial, not compiled with ``parallel=True``: numba's OpenMP workers
+spin for milliseconds after each parallel region, taking the two cores of the machines this
+library targets from OpenBLAS's threads in the GEMM that follows (the W3 step ran 3x slower:
+590 ms against 180 ms), and a forked child (a data-loader worker) that starts a parallel
+region after its parent did is killed by GNU OpenMP. Instead every kernel takes a range of
+(sample, channel) planes, and ``_split`` runs half of a call on one helper thread (a
+``ThreadPoolExecutor`` worker, asleep when idle; the kernels release the GIL): about 7% off
+the W3 step against running them on the calling thread alone. Small calls stay on the
+calling thread.
+
+Max pooling keeps its input rather than the argmax: the input is usually kept anyway by the
+op that produced it (``relu`` keeps its output), while an int64 argmax would be new memory
+of twice the pooled output's float32 bytes. Backward recomputes the argmax in one pass of the
+pooling kernel and scatters the gradient to it (``max_pool2d_backward``, whose own VJP
+gathers at the same positions).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from memgrad.errors import ShapeError
+from memgrad.ops.elementwise import where
+from memgrad.ops.movement import getitem, squeeze, unsqueeze
+from memgrad.ops.reduce import sum as _sum
+from memgrad.ops.registry import primitive
+from memgrad.tensor import Tensor
+
+__all__ = [
+    "conv2d",
+    "conv2d_input_grad",
+    "conv2d_weight_grad",
+    "max_pool2d",
+    "max_pool2d_backward",
+]
+
+# columns per chunk of the batch (see NOTE [ Convolution as one GEMM ])
+_CHUNK_BYTES = 4 << 20
+
+_scratch = threading.local()
+
+# kernel calls with less work than this (elements written) run on the calling thread only
+_SPLIT_MIN = 1 << 16
+
+_helper = None  # the one worker thread of NOTE [ Kernel threads ], made on first use
+
+
+def _forget_helper() -> None:
+    global _helper
+    _helper = None  # a forked child has the executor but not its thread
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_helper)
+
+
+def _split(kernel, planes: int, work: int, *args) -> None:
+    """Run ``kernel(*args, start, stop)`` over planes ``[0, planes)``: half on the helper
+    thread, half on this one (see NOTE [ Kernel threads ])."""
+    global _helper
+    if work < _SPLIT_MIN or planes < 2:
+        kernel(*args, 0, planes)
+        return
+    if _helper is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _helper = ThreadPoolExecutor(1, thread_name_prefix="memgrad-kernel")
+    mid = planes // 2
+    other = _helper.submit(kernel, *args, mid, planes)
+    kernel(*args, 0, mid)
+    other.result()
+
+
+def _buffer(slot: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """A reusable per-thread scratch array of ``shape``; its contents are undefined."""
+    size = int(np.prod(shape))
+    pool = _scratch.__dict__.setdefault("pool", {})
+    key = (slot, dtype)
+    buf = pool.get(key)
+    if buf is None or buf.size < size:
+        buf = pool[key] = np.empty(size, dtype)
+    return buf[:size].reshape(shape)
+
+
+def _out_size(size: int, k: int, s: int, p: int, d: int) -> int:
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _chunks(n: int, bytes_per_sample: int):
+    step = max(1, _CHUNK_BYTES // max(bytes_per_sample, 1))
+    for n0 in range(0, n, step):
+        yield n0, min(n, n0 + step)
+
+
+def _columns(x: np.ndarray, kh: int, kw: int, oh: int, ow: int, stride, padding, dilation):
+    from memgrad._kernels.conv import im2col
+
+    n, c = x.shape[0], x.shape[1]
+    col = _buffer("col", (c, kh, kw, n, oh, ow), x.dtype)
+    _split(im2col, n * c, col.size, x, col, *stride, *padding, *dilation)
+    return col
+
+
+def _grad_rows(g: np.ndarray, n0: int, n1: int, groups: int) -> np.ndarray:
+    """``g[n0:n1]`` (m, CO, OH, OW) moved to (groups, CO/groups, m*OH*OW): the GEMM layout."""
+    _, co, oh, ow = g.shape
+    m = n1 - n0
+    rows = _buffer("rows", (co, m, oh, ow), g.dtype)
+    np.copyto(rows, g[n0:n1].transpose(1, 0, 2, 3))
+    return rows.reshape(groups, co // groups, m * oh * ow)
+
+
+# ---------------------------------------------------------------------------- conv2d
+
+
+# kind="matmul": a GEMM over im2col columns, as costly to recompute as a matmul
+@primitive("conv2d", saves={"x": (1,), "weight": (0,)}, kind="matmul")
+def _conv2d(x, weight, bias, *, stride, padding, dilation, groups):
+    x = np.ascontiguousarray(x)
+    n, c, h, w = x.shape
+    co, _, kh, kw = weight.shape
+    oh = _out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = _out_size(w, kw, stride[1], padding[1], dilation[1])
+    length = oh * ow
+    kg = c // groups * kh * kw
+    wmat = np.ascontiguousarray(weight).reshape(groups, co // groups, kg)
+    out = np.empty((n, co, oh, ow), dtype=x.dtype)
+    for n0, n1 in _chunks(n, c * kh * kw * length * x.itemsize):
+        m = n1 - n0
+        col = _columns(x[n0:n1], kh, kw, oh, ow, stride, padding, dilation)
+        res = _buffer("rows", (groups, co // groups, m * length), x.dtype)
+        np.matmul(wmat, col.reshape(groups, kg, m * length), out=res)
+        res = res.reshape(co, m, length).transpose(1, 0, 2)
+        dst = out[n0:n1].reshape(m, co, length)
+        if bias is None:
+            np.copyto(dst, res)
+        else:
+            np.add(res, bias[:, None], out=dst)
+    return out
+
+
+@_conv2d.vjp
+def _(g, out, needs, x, weight, bias, stride, padding, dilation, groups):
+    params = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    gx = conv2d_input_grad(g, weight, input_shape=x.shape, **params) if needs[0] else None
+    gw = conv2d_weight_grad(x, g, weight_shape=weight.shape, **params) if needs[1] else None
+    gb = _sum(g, dim=(0, 2, 3)) if needs[2] else None
+    return gx, gw, gb
+
+
+@primitive("conv2d_input_grad", saves={"g": (1,), "weight": (0,)}, kind="matmul")
+def conv2d_input_grad(g, weight, *, input_shape, stride, padding, dilation, groups):
+    """The gradient of ``conv2d`` with respect to its input (a transposed convolution):
+    ``weight^T @ g`` as columns, summed back into ``input_shape`` by col2im."""
+    from memgrad._kernels.conv import col2im
+
+    n, c, _, _ = input_shape
+    co, _, kh, kw = weight.shape
+    oh, ow = g.shape[2], g.shape[3]
+    kg = c // groups * kh * kw
+    wt = np.ascontiguousarray(weight.reshape(groups, co // groups, kg).transpose(0, 2, 1))
+    gx = np.empty(input_shape, dtype=g.dtype)
+    for n0, n1 in _chunks(n, c * kh * kw * oh * ow * g.itemsize):
+        m = n1 - n0
+        col = _buffer("col", (groups, kg, m * oh * ow), g.dtype)
+        np.matmul(wt, _grad_rows(g, n0, n1, groups), out=col)
+        _split(col2im, m * c, col.size, col.reshape(c, kh, kw, m, oh, ow), gx[n0:n1], *stride,
+               *padding, *dilation)
+    return gx
+
+
+@conv2d_input_grad.vjp
+def _(gg, out, needs, g, weight, input_shape, stride, padding, dilation, groups):
+    params = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    d_g = _conv2d(gg, weight, None, **params) if needs[0] else None
+    d_w = conv2d_weight_grad(gg, g, weight_shape=weight.shape, **params) if needs[1] else None
+    return d_g, d_w
+
+
+@primitive("conv2d_weight_grad", saves={"x": (1,), "g": (0,)}, kind="matmul")
+def conv2d_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups):
+    """The gradient of ``conv2d`` with respect to its weight: ``g @ columns(x)^T``, with the
+    columns recomputed from ``x`` (see NOTE [ Convolution as one GEMM ])."""
+    x = np.ascontiguousarray(x)
+    n, c, _, _ = x.shape
+    co, _, kh, kw = weight_shape
+    oh, ow = g.shape[2], g.shape[3]
+    kg = c // groups * kh * kw
+    gw = np.zeros((groups, co // groups, kg), dtype=g.dtype)
+    part = np.empty_like(gw)
+    for n0, n1 in _chunks(n, c * kh * kw * oh * ow * x.itemsize):
+        m = n1 - n0
+        col = _columns(x[n0:n1], kh, kw, oh, ow, stride, padding, dilation)
+        col = col.reshape(groups, kg, m * oh * ow)
+        np.matmul(_grad_rows(g, n0, n1, groups), col.transpose(0, 2, 1), out=part)
+        gw += part
+    return gw.reshape(weight_shape)
+
+
+@conv2d_weight_grad.vjp
+def _(gg, out, needs, x, g, weight_shape, stride, padding, dilation, groups):
+    params = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    d_x = conv2d_input_grad(g, gg, input_shape=x.shape, **params) if needs[0] else None
+    d_g = _conv2d(x, gg, None, **params) if needs[1] else None
+    return d_x, d_g
+
+
+def conv2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+) -> Tensor:
+    """2-D convolution (cross-correlation, as in PyTorch) over an NCHW input.
+
+    Args:
+        input: (N, C, H, W), or (C, H, W) for one unbatched sample.
+        weight: (CO, C / groups, KH, KW).
+        bias: (CO,) or None.
+        stride, padding, dilation: an int or a pair (height, width); padding adds zeros on
+            both sides.
+        groups: split the channels into this many independent convolutions.
+
+    Returns:
+        (N, CO, OH, OW) with ``OH = (H + 2*padding - dilation*(KH - 1) - 1) // stride + 1``
+        (likewise OW); (CO, OH, OW) for an unbatched input.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.conv import conv2d
+        >>> x, w = mg.ones(1, 2, 5, 5), mg.ones(3, 2, 3, 3)
+        >>> y = conv2d(x, w, padding=1)
+        >>> y.shape, y[0, 0, 2, 2].item(), y[0, 0, 0, 0].item()
+        ((1, 3, 5, 5), 18.0, 8.0)
+    """
+    api = "conv2d"
+    for name, t in (("input", input), ("weight", weight)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{api}: {name} must be a Tensor, got {type(t).__name__}")
+    if input.ndim not in (3, 4):
+        raise ShapeError(
+            f"{api}: expected a 3-D (unbatched C, H, W) or 4-D (batched N, C, H, W) input, got "
+            f"shape {input.shape}"
+        )
+    if input.ndim == 3:
+        out = conv2d(unsqueeze(input, 0), weight, bias, stride, padding, dilation, groups)
+        return squeeze(out, 0)
+    if weight.ndim != 4:
+        raise ShapeError(
+            f"{api}: expected a 4-D weight (out_channels, in_channels / groups, kH, kW), got "
+            f"shape {weight.shape}"
+        )
+    _check_dtypes(api, input, weight, bias)
+    stride = _pair(stride, "stride", api, low=1)
+    padding = _pair(padding, "padding", api, low=0)
+    dilation = _pair(dilation, "dilation", api, low=1)
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{api}: groups must be a positive int, got {groups!r}")
+    groups = int(groups)
+    n, c, h, w = input.shape
+    co, cg, kh, kw = weight.shape
+    if co % groups:
+        raise ShapeError(
+            f"{api}: weight of shape {weight.shape} has {co} output channels, which groups="
+            f"{groups} does not divide"
+        )
+    if c != cg * groups:
+        raise ShapeError(
+            f"{api}: weight of shape {weight.shape} with groups={groups} expects an input with "
+            f"{cg * groups} channels (weight.shape[1] * groups), but the input of shape "
+            f"{input.shape} has {c}"
+        )
+    if bias is not None and tuple(bias.shape) != (co,):
+        raise ShapeError(
+            f"{api}: bias must have shape ({co},) (one value per output channel of the weight "
+            f"of shape {weight.shape}), got {bias.shape}"
+        )
+    _check_window(api, (h, w), (kh, kw), padding, dilation)
+    return _conv2d(
+        input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups
+    )
+
+
+# ---------------------------------------------------------------------------- max_pool2d
+
+
+def _pool(x: np.ndarray, kernel_size, stride, padding, dilation, indices=None):
+    """Max pooling of ``x`` and the argmax; ``indices`` is scratch when None."""
+    from memgrad._kernels.pool import max_pool2d as kernel
+
+    n, c, h, w = x.shape
+    oh = _out_size(h, kernel_size[0], stride[0], padding[0], dilation[0])
+    ow = _out_size(w, kernel_size[1], stride[1], padding[1], dilation[1])
+    out = np.empty((n, c, oh, ow), dtype=x.dtype)
+    if indices is None:
+        indices = _buffer("argmax", out.shape, np.dtype(np.int64))
+    _split(kernel, n * c, x.size, np.ascontiguousarray(x), out, indices, *kernel_size, *stride,
+           *padding, *dilation)
+    return out, indices
+
+
+@primitive("max_pool2d", saves={"x": (0,)}, kind="reduce")
+def _max_pool2d(x, *, kernel_size, stride, padding, dilation):
+    return _pool(x, kernel_size, stride, padding, dilation)[0]
+
+
+@_max_pool2d.vjp
+def _(g, out, needs, x, kernel_size, stride, padding, dilation):
+    argmax = np.empty(g.shape, dtype=np.int64)
+    _pool(x.numpy(), kernel_size, stride, padding, dilation, argmax)
+    return (max_pool2d_backward(g, Tensor(argmax), input_shape=x.shape),)
+
+
+@primitive("max_pool2d_backward", saves={"indices": (0,)}, kind="movement")
+def max_pool2d_backward(g, indices, *, input_shape):
+    """Zeros of ``input_shape`` with each ``g[n, c, i, j]`` added at the flat position
+    ``indices[n, c, i, j]`` of plane ``(n, c)``: the backward of max pooling."""
+    from memgrad._kernels.pool import max_pool2d_backward as kernel
+
+    out = np.empty(input_shape, dtype=g.dtype)
+    n, c = input_shape[0], input_shape[1]
+    _split(kernel, n * c, out.size, np.ascontiguousarray(g), np.ascontiguousarray(indices), out)
+    return out
+
+
+@max_pool2d_backward.vjp
+def _(gg, out, needs, g, indices, input_shape):
+    n, c, h, w = input_shape
+    where_from = indices.numpy().reshape(n, c, -1)
+    index = (
+        np.arange(n)[:, None, None],
+        np.arange(c)[None, :, None],
+        np.maximum(where_from, 0),
+        Ellipsis,
+    )
+    picked = getitem(gg.reshape(n, c, h * w), index=index).reshape(g.shape)
+    if (where_from < 0).any():  # windows with no input element (see the pool kernel)
+        picked = where(Tensor(indices.numpy() >= 0), picked, 0.0)
+    return picked, None
+
+
+def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1) -> Tensor:
+    """2-D max pooling over an NCHW input; padding counts as ``-inf``.
+
+    The gradient of each output goes to the input element that was the maximum of its window
+    (the first one in row-major window order on a tie).
+
+    Args:
+        input: (N, C, H, W), or (C, H, W) for one unbatched sample.
+        kernel_size, stride, padding, dilation: an int or a pair (height, width); ``stride``
+            defaults to ``kernel_size``; ``padding`` is at most half of ``kernel_size``.
+
+    Returns:
+        (N, C, OH, OW) with ``OH = (H + 2*padding - dilation*(KH - 1) - 1) // stride + 1``
+        (likewise OW); (C, OH, OW) for an unbatched input.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.conv import max_pool2d
+        >>> max_pool2d(mg.arange(16.0).reshape(1, 1, 4, 4), 2)
+        tensor([[[[ 5.,  7.],
+                  [13., 15.]]]])
+    """
+    api = "max_pool2d"
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{api}: input must be a Tensor, got {type(input).__name__}")
+    if input.ndim not in (3, 4):
+        raise ShapeError(
+            f"{api}: expected a 3-D (unbatched C, H, W) or 4-D (batched N, C, H, W) input, got "
+            f"shape {input.shape}"
+        )
+    if input.ndim == 3:
+        return squeeze(max_pool2d(unsqueeze(input, 0), kernel_size, stride, padding, dilation), 0)
+    if input.dtype.kind != "f":
+        raise TypeError(f"{api}: expected a floating-point input, got dtype {input.dtype}")
+    kernel_size = _pair(kernel_size, "kernel_size", api, low=1)
+    stride = kernel_size if stride is None else _pair(stride, "stride", api, low=1)
+    padding = _pair(padding, "padding", api, low=0)
+    dilation = _pair(dilation, "dilation", api, low=1)
+    if padding[0] > kernel_size[0] // 2 or padding[1] > kernel_size[1] // 2:
+        raise ValueError(
+            f"{api}: padding {padding} must be at most half of kernel_size {kernel_size}, as in "
+            "PyTorch (a window would otherwise see only padding)"
+        )
+    _check_window(api, input.shape[2:], kernel_size, padding, dilation)
+    return _max_pool2d(
+        input, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation
+    )
+
+
+# ---------------------------------------------------------------------------- checks
+
+
+def _pair(value, name: str, api: str, low: int) -> tuple[int, int]:
+    pair = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(pair) != 2 or not all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in pair
+    ):
+        raise TypeError(f"{api}: {name} must be an int or a pair of ints, got {value!r}")
+    if min(pair) < low:
+        limit = "positive" if low == 1 else "non-negative"
+        raise ValueError(f"{api}: {name} must be {limit}, got {value!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def _check_dtypes(api: str, input: Tensor, weight: Tensor, bias) -> None:
+    if input.dtype.kind != "f":
+        raise TypeError(f"{api}: expected a floating-point input, got dtype {input.dtype}")
+    others = [("weight", weight)] + ([("bias", bias)] if bias is not None else [])
+    for name, t in others:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{api}: {name} must be a Tensor, got {type(t).__name__}")
+        if t.dtype != input.dtype:
+            raise TypeError(
+                f"{api}: input ({input.dtype}) and {name} ({t.dtype}) must have the same dtype; "
+                f"convert one with .to(...), .float() or .double()"
+            )
+
+
+def _check_window(api: str, size, kernel, padding, dilation) -> None:
+    padded = tuple(s + 2 * p for s, p in zip(size, padding))
+    span = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
+    if span[0] > padded[0] or span[1] > padded[1]:
+        raise ShapeError(
+            f"{api}: the kernel {tuple(kernel)} with dilation {dilation} spans {span}, larger "
+            f"than the padded input {padded} (input {tuple(size)} plus padding {padding} on "
+            "each side); use a smaller kernel or more padding"
+        )

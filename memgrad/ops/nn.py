@@ -1,0 +1,685 @@
+"""Neural-network ops: ``linear``, ``gelu``, ``dropout``, ``layer_norm``, ``embedding``, the
+losses (``cross_entropy``, ``nll_loss``, ``mse_loss``) and ``scaled_dot_product_attention``;
+``softmax`` and ``log_softmax`` (primitives of ops/reduce.py) are re-exported here.
+
+``linear``, ``gelu``, ``dropout``, ``layer_norm``, ``embedding`` and ``cross_entropy`` are
+primitives of the op table. Where a fused kernel computes a backward (``gelu``,
+``layer_norm``, ``cross_entropy``), that backward is a primitive too, whose VJP is written
+in memgrad ops, so that double backward works (see NOTE [ One op, one place ] in
+ops/registry.py). ``nll_loss``, ``mse_loss`` and attention are composites: no fused kernel
+pays for itself there.
+
+An optional tensor argument that is absent (``bias=None``) reaches a primitive as
+``None``, a constant like a Python scalar. The numba kernels are imported on first use, so
+that ``import memgrad`` does not import numba.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memgrad.errors import ShapeError
+from memgrad.ops.elementwise import exp, flat_kernel, tanh, where
+from memgrad.ops.movement import index_scatter
+from memgrad.ops.reduce import log_softmax, mean, softmax, softmax_backward, sum, sum_to
+from memgrad.ops.registry import primitive
+from memgrad.random import generator
+from memgrad.tensor import Tensor
+
+__all__ = [
+    "linear",
+    "gelu",
+    "softmax",
+    "log_softmax",
+    "dropout",
+    "layer_norm",
+    "embedding",
+    "cross_entropy",
+    "nll_loss",
+    "mse_loss",
+    "scaled_dot_product_attention",
+]
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_float(input: Tensor, api: str) -> None:
+    if input.dtype not in _FLOATS:
+        raise TypeError(
+            f"{api}: expected a float32 or float64 tensor, got dtype {input.dtype}; convert "
+            "it first, e.g. with .float()"
+        )
+
+
+# ---------------------------------------------------------------------------- linear
+
+
+@primitive("linear", saves={"x": (1,), "weight": (0,)}, kind="matmul")
+def _linear(x, weight, bias):
+    # one GEMM over the flattened leading dimensions
+    out = np.matmul(x.reshape(-1, x.shape[-1]), weight.T)
+    if bias is not None:
+        if bias.dtype == out.dtype:
+            out += bias
+        else:
+            out = out + bias
+    return out.reshape(x.shape[:-1] + (weight.shape[0],))
+
+
+@_linear.vjp
+def _(g, out, needs, x, weight, bias):
+    out_features, in_features = weight.shape
+    g2 = g.reshape(-1, out_features)
+    gx = (g2 @ weight).reshape(x.shape) if needs[0] else None
+    gw = g2.mT @ x.reshape(-1, in_features) if needs[1] else None
+    gb = g2.sum(0) if needs[2] else None
+    return gx, gw, gb
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``input @ weight.T + bias``: an affine map of the last dimension.
+
+    Args:
+        input: (..., in_features).
+        weight: (out_features, in_features).
+        bias: (out_features,) or None.
+
+    Returns:
+        (..., out_features).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.functional.linear(mg.ones(4, 3), mg.ones(2, 3), mg.zeros(2)).shape
+        (4, 2)
+    """
+    if weight.ndim != 2:
+        raise ShapeError(
+            f"linear: weight must be 2-D (out_features, in_features), got shape {weight.shape}"
+        )
+    if input.ndim == 0 or input.shape[-1] != weight.shape[1]:
+        raise ShapeError(
+            f"linear: input of shape {input.shape} does not fit weight of shape "
+            f"{weight.shape}: the last dimension of input must be in_features = "
+            f"{weight.shape[1]} (weight is (out_features, in_features))"
+        )
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ShapeError(
+            f"linear: bias must have shape ({weight.shape[0]},) (out_features), got "
+            f"{bias.shape}"
+        )
+    return _linear(input, weight, bias)
+
+
+# ---------------------------------------------------------------------------- gelu
+
+_K = math.sqrt(2 / math.pi)
+_C = 0.044715
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+
+
+@primitive("gelu", saves={"x": (0,)})
+def _gelu(x, *, approximate):
+    from memgrad._kernels import activation
+
+    return flat_kernel(activation.gelu_tanh if approximate == "tanh" else activation.gelu, x)
+
+
+@_gelu.vjp
+def _(g, out, needs, x, approximate):
+    return (gelu_backward(g, x, approximate=approximate),)
+
+
+@primitive("gelu_backward", saves={"g": (1,), "x": (0, 1)})
+def gelu_backward(g, x, *, approximate):
+    """``g * gelu'(x)`` in one op; itself differentiable."""
+    from memgrad._kernels import activation
+
+    kernel = activation.gelu_tanh_backward if approximate == "tanh" else activation.gelu_backward
+    return flat_kernel(kernel, g, x)
+
+
+@gelu_backward.vjp
+def _(gg, out, needs, g, x, approximate):
+    return (
+        gelu_backward(gg, x, approximate=approximate) if needs[0] else None,
+        gg * g * _gelu_second_derivative(x, approximate) if needs[1] else None,
+    )
+
+
+def _gelu_second_derivative(x: Tensor, approximate: str) -> Tensor:
+    if approximate == "tanh":
+        # gelu = x (1 + tanh(u)) / 2, u = k (x + c x^3):
+        # gelu'' = (1 - t^2) (u' - x t u'^2 + x u'' / 2), u'' = 6 k c x
+        x2 = x * x
+        t = tanh((x + x2 * x * _C) * _K)
+        du = (x2 * (3 * _C) + 1.0) * _K
+        return (1.0 - t * t) * (du - x * t * du * du + x2 * (3 * _C * _K))
+    # gelu = x Phi(x): gelu'' = phi(x) (2 - x^2)
+    x2 = x * x
+    return exp(x2 * -0.5) * (2.0 - x2) * _INV_SQRT_2PI
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """The Gaussian error linear unit ``x * Phi(x)`` (``Phi`` the standard normal CDF).
+
+    Args:
+        input: a float32 or float64 tensor.
+        approximate: ``"none"`` for the exact (erf) form, ``"tanh"`` for
+            ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> round(mg.nn.functional.gelu(mg.tensor([1.0])).item(), 4)
+        0.8413
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    _check_float(input, "gelu")
+    return _gelu(input, approximate=approximate)
+
+
+# ---------------------------------------------------------------------------- dropout
+
+
+@primitive("dropout", saves={"mask": (0,)})
+def _dropout(x, mask, *, scale):
+    out = np.multiply(x, x.dtype.type(scale))
+    np.multiply(out, mask, out=out)
+    return out
+
+
+@_dropout.vjp
+def _(g, out, needs, x, mask, scale):
+    return _dropout(g, mask, scale=scale), None
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability ``p`` and scale the others by ``1 / (1 - p)``, so
+    that the expectation is unchanged.
+
+    The mask is drawn from memgrad's global generator (``mg.manual_seed`` makes it
+    reproducible; restoring a state from ``mg.get_rng_state`` replays it) and kept for
+    backward as a bool tensor. With ``training=False`` or ``p=0`` the input itself is
+    returned; with ``p=1`` the result is zeros.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.manual_seed(0)
+        >>> y = mg.nn.functional.dropout(mg.ones(1000), p=0.5)
+        >>> sorted(set(y.tolist()))
+        [0.0, 2.0]
+    """
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.floating, np.integer)) or not (
+        0.0 <= p <= 1.0
+    ):
+        raise ValueError(f"dropout: probability p has to be between 0 and 1, but got {p!r}")
+    if not training or p == 0:
+        return input
+    _check_float(input, "dropout")
+    if p == 1:
+        return _dropout(input, Tensor(np.zeros(input.shape, dtype=bool)), scale=1.0)
+    keep = generator().random(input.shape, dtype=np.float32) >= np.float32(p)
+    return _dropout(input, Tensor(keep), scale=1.0 / (1.0 - p))
+
+
+# ---------------------------------------------------------------------------- layer_norm
+#
+# NOTE [ Fused layer norm ]
+# layer_norm saves its input (and weight), never the normalized tensor: the backward
+# kernels recompute each row's mean and rstd, which costs one extra read of a row that is
+# in cache. Its VJP is three primitives: ``layer_norm_backward`` (input gradient, the
+# weight folded in), ``layer_norm_weight_grad`` (sum over rows of g * normalized x) and
+# sum_to (bias). The Jacobian J of the normalization is symmetric, so the VJPs of these
+# primitives are again layer_norm_backward and layer_norm_weight_grad calls, plus a
+# composite term for the second derivative with respect to x.
+
+
+def _rows(x: np.ndarray, ndim: int, dtype: np.dtype) -> np.ndarray:
+    d = int(np.prod(x.shape[x.ndim - ndim:], dtype=np.int64))
+    return np.ascontiguousarray(x, dtype=dtype).reshape(-1, d)
+
+
+def _affine(t: np.ndarray | None, d: int, default: float, dtype: np.dtype) -> np.ndarray:
+    if t is None:
+        return np.full(d, default, dtype=dtype)
+    return np.ascontiguousarray(t, dtype=dtype).reshape(d)
+
+
+@primitive("layer_norm", saves={"x": (0, 1), "weight": (0,)}, kind="norm")
+def _layer_norm(x, weight, bias, *, ndim, eps):
+    from memgrad._kernels.norm import layer_norm_forward
+
+    rows = _rows(x, ndim, x.dtype)
+    d = rows.shape[1]
+    out = layer_norm_forward(rows, _affine(weight, d, 1.0, x.dtype), _affine(bias, d, 0.0, x.dtype),
+                             eps)
+    return out.reshape(x.shape)
+
+
+@_layer_norm.vjp
+def _(g, out, needs, x, weight, bias, ndim, eps):
+    return (
+        layer_norm_backward(g, x, weight, ndim=ndim, eps=eps) if needs[0] else None,
+        layer_norm_weight_grad(g, x, ndim=ndim, eps=eps) if needs[1] else None,
+        sum_to(g, shape=bias.shape) if needs[2] else None,
+    )
+
+
+@primitive("layer_norm_backward", saves={"g": (1, 2), "x": (0, 1, 2), "weight": (0, 1),
+                                          "out": (1,)}, kind="norm")
+def layer_norm_backward(g, x, weight, *, ndim, eps):
+    """``J(x) (g * weight)``: the input gradient of ``layer_norm`` (J the Jacobian of the
+    normalization over the last ``ndim`` dims), in one op; itself differentiable."""
+    from memgrad._kernels.norm import layer_norm_backward as kernel
+
+    dtype = np.result_type(g, x)
+    rows = _rows(x, ndim, dtype)
+    d = rows.shape[1]
+    return kernel(_rows(g, ndim, dtype), rows, _affine(weight, d, 1.0, dtype), eps).reshape(
+        x.shape
+    )
+
+
+@layer_norm_backward.vjp
+def _(u, out, needs, g, x, weight, ndim, eps):
+    ju = layer_norm_backward(u, x, None, ndim=ndim, eps=eps)  # J u (J is symmetric)
+    gg = None
+    if needs[0]:
+        gg = ju * weight if weight is not None else ju
+    gx = None
+    if needs[1]:
+        # d/dx of r (a - mean(a) - h mean(a h)), a = g * weight, h = (x - mean) r, taken
+        # along u: -r (h mean(u out) + out mean(u h) + mean(a h) J u)
+        dims = tuple(range(len(x.shape) - ndim, len(x.shape)))
+        xc = x - mean(x, dims, keepdim=True)
+        rstd = (mean(xc * xc, dims, keepdim=True) + eps) ** -0.5
+        h = xc * rstd
+        a = g * weight if weight is not None else g
+        gx = -rstd * (
+            h * mean(u * out, dims, keepdim=True)
+            + out * mean(u * h, dims, keepdim=True)
+            + mean(a * h, dims, keepdim=True) * ju
+        )
+    gw = sum_to(g * ju, shape=weight.shape) if needs[2] else None
+    return gg, gx, gw
+
+
+@primitive("layer_norm_weight_grad", saves={"g": (1,), "x": (0, 1)}, kind="norm")
+def layer_norm_weight_grad(g, x, *, ndim, eps):
+    """``sum over leading dims of g * normalized(x)``: the weight gradient of
+    ``layer_norm``, in one op; itself differentiable."""
+    from memgrad._kernels.norm import layer_norm_weight_grad as kernel
+
+    dtype = np.result_type(g, x)
+    out = kernel(_rows(g, ndim, dtype), _rows(x, ndim, dtype), eps)
+    return out.reshape(x.shape[x.ndim - ndim:])
+
+
+@layer_norm_weight_grad.vjp
+def _(v, out, needs, g, x, ndim, eps):
+    return (
+        v * _layer_norm(x, None, None, ndim=ndim, eps=eps) if needs[0] else None,
+        layer_norm_backward(g, x, v, ndim=ndim, eps=eps) if needs[1] else None,
+    )
+
+
+def layer_norm(
+    input: Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalize over the trailing ``normalized_shape`` dims to mean 0 and variance 1
+    (biased variance), then scale by ``weight`` and shift by ``bias``.
+
+    Args:
+        input: (*, *normalized_shape), float32 or float64.
+        normalized_shape: the trailing shape to normalize over (an int for one dim).
+        weight, bias: tensors of ``normalized_shape``, or None.
+        eps: added to the variance.
+
+    Example:
+        >>> import memgrad as mg
+        >>> y = mg.nn.functional.layer_norm(mg.tensor([[1.0, 3.0]]), 2)
+        >>> [round(v, 3) for v in y.tolist()[0]]
+        [-1.0, 1.0]
+    """
+    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(
+        normalized_shape
+    )
+    k = len(shape)
+    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != shape:
+        raise ShapeError(
+            f"layer_norm: normalized_shape={list(shape)} needs an input of shape "
+            f"(*, {', '.join(map(str, shape))}), got input of shape {input.shape}"
+        )
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != shape:
+            raise ShapeError(
+                f"layer_norm: {name} must have normalized_shape {shape}, got {t.shape}"
+            )
+    _check_float(input, "layer_norm")
+    return _layer_norm(input, weight, bias, ndim=k, eps=float(eps))
+
+
+# ---------------------------------------------------------------------------- embedding
+
+
+@primitive("embedding", saves={"indices": (1,)}, kind="movement")
+def _embedding(indices, weight, *, padding_idx):
+    return np.take(weight, indices, axis=0)
+
+
+@_embedding.vjp
+def _(g, out, needs, indices, weight, padding_idx):
+    idx = indices.numpy().reshape(-1)
+    g2 = g.reshape(-1, weight.shape[1])
+    if padding_idx is not None:
+        g2 = where(Tensor((idx != padding_idx)[:, None]), g2, 0.0)
+    # scatter-add of the rows (index_add_rows), repeated indices summed
+    return None, index_scatter(g2, shape=weight.shape, index=(idx, Ellipsis))
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """Look up rows of ``weight`` (num_embeddings, embedding_dim) at the integer indices
+    ``input`` (any shape); the result has shape ``(*input.shape, embedding_dim)``.
+
+    The gradient of ``weight`` sums the gradients of repeated indices; the row
+    ``padding_idx`` (negative counts from the end) gets no gradient.
+
+    Example:
+        >>> import memgrad as mg
+        >>> w = mg.arange(6.0).reshape(3, 2)
+        >>> mg.nn.functional.embedding(mg.tensor([2, 0]), w)
+        tensor([[4., 5.],
+                [0., 1.]])
+    """
+    if weight.ndim != 2:
+        raise ShapeError(
+            f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape "
+            f"{weight.shape}"
+        )
+    indices = input if isinstance(input, Tensor) else Tensor(np.asarray(input))
+    idx = indices.numpy()
+    if idx.dtype.kind not in "iu":
+        raise TypeError(
+            f"embedding: input must hold integer indices (e.g. dtype mg.int64), got dtype "
+            f"{idx.dtype}"
+        )
+    n = weight.shape[0]
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = idx.min() if idx.min() < 0 else idx.max()
+        raise IndexError(
+            f"embedding: index {int(bad)} is out of range for a weight with {n} rows "
+            f"(valid: 0 to {n - 1})"
+        )
+    if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise ValueError(
+                f"embedding: padding_idx must be within num_embeddings ({n}), got {padding_idx}"
+            )
+        padding_idx = int(padding_idx) % n
+    return _embedding(indices, weight, padding_idx=padding_idx)
+
+
+# ---------------------------------------------------------------------------- losses
+
+
+@primitive("cross_entropy", saves={"x": (0,), "target": (0,)}, kind="loss")
+def _cross_entropy(x, target, *, ignore_index, label_smoothing):
+    from memgrad._kernels.loss import cross_entropy_forward
+
+    return cross_entropy_forward(np.ascontiguousarray(x), target, ignore_index, label_smoothing)
+
+
+@_cross_entropy.vjp
+def _(g, out, needs, x, target, ignore_index, label_smoothing):
+    gx = cross_entropy_backward(
+        g, x, target, ignore_index=ignore_index, label_smoothing=label_smoothing
+    )
+    return gx, None
+
+
+@primitive("cross_entropy_backward", saves={"g": (1,), "x": (0, 1), "target": (0, 1)},
+           kind="loss")
+def cross_entropy_backward(g, x, target, *, ignore_index, label_smoothing):
+    """``g[:, None] * (softmax(x, 1) - q)`` (``q`` the smoothed one-hot target, rows of
+    ``ignore_index`` zero) in one op; itself differentiable."""
+    from memgrad._kernels.loss import cross_entropy_backward as kernel
+
+    x = np.ascontiguousarray(x)
+    g = np.ascontiguousarray(g, dtype=x.dtype)
+    return kernel(g, x, target, ignore_index, label_smoothing)
+
+
+@cross_entropy_backward.vjp
+def _(u, out, needs, g, x, target, ignore_index, label_smoothing):
+    kept = target.numpy() != ignore_index
+    gg = gx = None
+    if needs[0]:
+        ones = Tensor(np.ones(x.shape[0], dtype=x.dtype))
+        d = cross_entropy_backward(
+            ones, x, target, ignore_index=ignore_index, label_smoothing=label_smoothing
+        )
+        gg = sum(u * d, 1)
+    if needs[1]:
+        keep = Tensor(kept.astype(x.dtype)[:, None])
+        gx = softmax_backward(u, softmax(x, 1), dim=1) * (g.unsqueeze(1) * keep)
+    return gg, gx, None
+
+
+def _check_reduction(reduction: str, api: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(
+            f"{api}: {reduction!r} is not a valid value for reduction; use 'mean', 'sum' or "
+            "'none'"
+        )
+
+
+def _class_rows(input: Tensor, target: Any, ignore_index: int, api: str):
+    """``input`` as (rows, C) logits and ``target`` as (rows,) int64, checked; and the
+    shape of the per-element losses."""
+    t = target.numpy() if isinstance(target, Tensor) else np.asarray(target)
+    if t.dtype.kind not in "iu":
+        raise TypeError(
+            f"{api}: target must hold class indices (an integer tensor, e.g. dtype mg.int64), "
+            f"got dtype {t.dtype}; class-probability targets are not supported"
+        )
+    if input.ndim == 0:
+        raise ShapeError(
+            f"{api}: input must have shape (C,), (N, C) or (N, C, d1, ...), got a 0-d tensor"
+        )
+    _check_float(input, api)
+    expected = () if input.ndim == 1 else (input.shape[0],) + tuple(input.shape[2:])
+    if tuple(t.shape) != expected:
+        raise ShapeError(
+            f"{api}: input of shape {input.shape} needs a target of shape {expected}, got "
+            f"target of shape {t.shape}"
+        )
+    classes = input.shape[0] if input.ndim == 1 else input.shape[1]
+    if classes == 0:
+        raise ShapeError(f"{api}: input of shape {input.shape} has no classes")
+    if input.ndim == 1:
+        rows = input.reshape(1, classes)
+    elif input.ndim == 2:
+        rows = input
+    else:  # (N, C, d1, ...) -> (N * d1 * ..., C)
+        rows = input.permute(0, *range(2, input.ndim), 1).reshape(-1, classes)
+    t = np.ascontiguousarray(t.reshape(-1), dtype=np.int64)
+    kept = t != ignore_index
+    if kept.any():
+        lo, hi = t[kept].min(), t[kept].max()
+        if lo < 0 or hi >= classes:
+            raise IndexError(
+                f"{api}: target {int(lo if lo < 0 else hi)} is out of bounds for {classes} "
+                f"classes (valid: 0 to {classes - 1}, or ignore_index={ignore_index})"
+            )
+    return rows, t, expected, int(kept.sum())
+
+
+def _reduce_loss(losses: Tensor, shape: tuple, count: int, reduction: str) -> Tensor:
+    if reduction == "none":
+        return losses.reshape(shape)
+    total = losses.sum()
+    if reduction == "sum":
+        return total
+    # the mean over the targets that are not ignored; NaN when all are, as in PyTorch
+    return total * (1.0 / count if count else math.nan)
+
+
+def cross_entropy(
+    input: Tensor,
+    target: Any,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """The cross-entropy of logits ``input`` against class indices ``target``:
+    ``logsumexp(x) - x[target]`` per element, in one fused kernel.
+
+    Args:
+        input: logits of shape (C,), (N, C) or (N, C, d1, ...), float32 or float64.
+        target: integer class indices of shape (), (N,) or (N, d1, ...) in ``[0, C)``.
+        ignore_index: targets equal to it contribute nothing (and are not counted by the
+            mean).
+        reduction: ``"mean"`` (over the targets not ignored), ``"sum"`` or ``"none"``.
+        label_smoothing: in [0, 1]; the target distribution becomes
+            ``(1 - label_smoothing) * one_hot + label_smoothing / C``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> F = mg.nn.functional
+        >>> round(F.cross_entropy(mg.zeros(2, 4), mg.tensor([1, 3])).item(), 4)
+        1.3863
+    """
+    _check_reduction(reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(
+            f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}"
+        )
+    rows, t, shape, count = _class_rows(input, target, ignore_index, "cross_entropy")
+    losses = _cross_entropy(
+        rows, Tensor(t), ignore_index=int(ignore_index), label_smoothing=float(label_smoothing)
+    )
+    return _reduce_loss(losses, shape, count, reduction)
+
+
+def nll_loss(
+    input: Tensor, target: Any, *, ignore_index: int = -100, reduction: str = "mean"
+) -> Tensor:
+    """The negative log-likelihood ``-input[target]`` of log-probabilities ``input``
+    (shapes as for ``cross_entropy``); ``nll_loss(log_softmax(x, 1), t)`` equals
+    ``cross_entropy(x, t)``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> logp = mg.tensor([[-0.5, -1.0], [-2.0, -0.1]])
+        >>> round(mg.nn.functional.nll_loss(logp, mg.tensor([0, 1])).item(), 4)
+        0.3
+    """
+    _check_reduction(reduction, "nll_loss")
+    rows, t, shape, count = _class_rows(input, target, ignore_index, "nll_loss")
+    kept = t != ignore_index
+    picked = rows[np.arange(t.shape[0]), np.where(kept, t, 0)]
+    losses = picked * Tensor(np.where(kept, -1.0, 0.0).astype(input.dtype))
+    return _reduce_loss(losses, shape, count, reduction)
+
+
+def mse_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor:
+    """The squared error ``(input - target) ** 2``, averaged (``"mean"``), summed
+    (``"sum"``) or elementwise (``"none"``). Both arguments may require grad.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.functional.mse_loss(mg.tensor([1.0, 2.0]), mg.tensor([1.0, 4.0])).item()
+        2.0
+    """
+    _check_reduction(reduction, "mse_loss")
+    if isinstance(target, Tensor) and target.shape != input.shape:
+        warnings.warn(
+            f"mse_loss: target of shape {target.shape} differs from input of shape "
+            f"{input.shape}; they are broadcast, which is likely not what you want",
+            UserWarning,
+            stacklevel=2,
+        )
+    d = input - target
+    sq = d * d
+    if reduction == "none":
+        return sq
+    return sq.sum() if reduction == "sum" else sq.mean()
+
+
+# ---------------------------------------------------------------------------- attention
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> Tensor:
+    """``softmax(query @ key^T * scale + mask) @ value``, a composite of matmul and the
+    fused softmax (its gradient comes from theirs).
+
+    Args:
+        query: (..., L, E); key: (..., S, E); value: (..., S, Ev).
+        attn_mask: a bool tensor (True: may attend) or a float tensor added to the
+            scores, broadcastable to (..., L, S); or None.
+        dropout_p: dropout on the attention weights (drawn from the global generator).
+        is_causal: position i attends to positions j <= i only (the mask is -inf above
+            the diagonal, aligned top-left as in PyTorch).
+        scale: defaults to ``1 / sqrt(E)``.
+
+    Returns:
+        (..., L, Ev).
+
+    Example:
+        >>> import memgrad as mg
+        >>> q = k = v = mg.ones(2, 3, 4)
+        >>> F = mg.nn.functional
+        >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
+        (2, 3, 4)
+    """
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise ShapeError(
+            "scaled_dot_product_attention: query, key and value must have shape (..., L, E), "
+            f"(..., S, E) and (..., S, Ev); got {query.shape}, {key.shape}, {value.shape}"
+        )
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ShapeError(
+            "scaled_dot_product_attention: query (..., L, E), key (..., S, E) and value "
+            f"(..., S, Ev) do not fit: got {query.shape}, {key.shape}, {value.shape}"
+        )
+    if is_causal and attn_mask is not None:
+        raise ValueError(
+            "scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both"
+        )
+    _check_float(query, "scaled_dot_product_attention")
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    scores = (query @ key.mT) * scale
+    if is_causal:
+        length, source = query.shape[-2], key.shape[-2]
+        above = np.triu(np.ones((length, source), dtype=bool), k=1)
+        scores = scores + Tensor(np.where(above, -np.inf, 0.0).astype(scores.dtype))
+    elif attn_mask is not None:
+        if attn_mask.dtype == np.bool_:
+            bias = np.where(attn_mask.numpy(), 0.0, -np.inf).astype(scores.dtype)
+            scores = scores + Tensor(bias)
+        else:
+            scores = scores + attn_mask
+    weights = softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return weights @ value

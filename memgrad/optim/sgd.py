@@ -1,0 +1,96 @@
+"""Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight
+decay, with PyTorch's update rule."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from memgrad.optim.optimizer import Optimizer
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent, as ``torch.optim.SGD``. Per step, with gradient ``g``:
+
+    ``g = g + weight_decay * p``; with momentum ``b = g`` on the first step, afterwards
+    ``b = momentum * b + (1 - dampening) * g``, and then ``g = g + momentum * b``
+    (``nesterov=True``) or ``g = b``; finally ``p = p - lr * g``.
+
+    Args:
+        params: tensors or parameter groups (see ``Optimizer``).
+        lr: learning rate.
+        momentum: momentum factor (0 disables it).
+        dampening: dampening of the momentum.
+        weight_decay: L2 penalty.
+        nesterov: Nesterov momentum (needs ``momentum > 0`` and ``dampening == 0``).
+
+    Example:
+        >>> import memgrad as mg
+        >>> w = mg.tensor([1.0, -2.0], requires_grad=True)
+        >>> opt = mg.optim.SGD([w], lr=0.1, momentum=0.9)
+        >>> for _ in range(50):
+        ...     opt.zero_grad()
+        ...     (w * w).sum().backward()
+        ...     opt.step()
+        >>> bool(w.abs().max() < 0.1)
+        True
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        momentum: float = 0,
+        dampening: float = 0,
+        weight_decay: float = 0,
+        nesterov: bool = False,
+    ) -> None:
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
+                        weight_decay=weight_decay, nesterov=nesterov)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        for key in ("lr", "momentum", "weight_decay"):
+            if not group[key] >= 0.0:
+                raise ValueError(f"SGD: invalid {key} {group[key]!r}; it must be >= 0")
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError(
+                "SGD: Nesterov momentum requires a momentum and zero dampening; got "
+                f"momentum={group['momentum']}, dampening={group['dampening']}"
+            )
+
+    def _update(self, p: np.ndarray, g: np.ndarray, group: dict[str, Any],
+                state: dict[str, Any]) -> None:
+        lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
+        scratch = self._scratch
+        if wd != 0:
+            d = scratch.get(0, p)
+            np.multiply(p, wd, out=d)
+            np.add(d, g, out=d)
+            g = d
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = np.array(g, dtype=p.dtype)
+            else:
+                np.multiply(buf, momentum, out=buf)
+                if group["dampening"] == 0:
+                    np.add(buf, g, out=buf, casting="same_kind")
+                else:
+                    t = scratch.get(1, p)
+                    np.multiply(g, 1 - group["dampening"], out=t, casting="same_kind")
+                    np.add(buf, t, out=buf)
+            if group["nesterov"]:
+                t = scratch.get(1, p)
+                np.multiply(buf, momentum, out=t)
+                np.add(g, t, out=t, casting="same_kind")
+                g = t
+            else:
+                g = buf
+        t = scratch.get(1, p)
+        np.multiply(g, lr, out=t, casting="same_kind")
+        np.subtract(p, t, out=p)

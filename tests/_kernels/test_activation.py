@@ -1,0 +1,103 @@
+"""The activation kernels against their NumPy references, over drawn sizes, scales and
+dtypes (the references run in float64)."""
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memgrad._kernels import activation as A
+
+SETTINGS = settings(max_examples=25, deadline=None)
+DTYPES = st.sampled_from([np.float32, np.float64])
+
+
+def _close(got, want, dtype):
+    assert got.dtype == dtype and got.shape == want.shape
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    scale = float(np.max(np.abs(want), initial=1.0))
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 1e-2 * scale)
+
+
+def _draw(seed, n, scale, dtype):
+    rng = np.random.default_rng(seed)
+    return (scale * rng.standard_normal(n)).astype(dtype), rng.standard_normal(n).astype(dtype)
+
+
+common = given(
+    n=st.integers(0, 3000),
+    scale=st.sampled_from([0.1, 1.0, 4.0, 12.0]),
+    dtype=DTYPES,
+    seed=st.integers(0, 2**32 - 1),
+)
+
+
+@SETTINGS
+@common
+def test_gelu_matches_reference(n, scale, dtype, seed):
+    x, _ = _draw(seed, n, scale, dtype)
+    _close(A.gelu(x), A.gelu_reference(x.astype(np.float64)), dtype)
+
+
+@SETTINGS
+@common
+def test_gelu_backward_matches_reference(n, scale, dtype, seed):
+    x, g = _draw(seed, n, scale, dtype)
+    want = A.gelu_backward_reference(g.astype(np.float64), x.astype(np.float64))
+    _close(A.gelu_backward(g, x), want, dtype)
+
+
+@SETTINGS
+@common
+def test_gelu_tanh_matches_reference(n, scale, dtype, seed):
+    x, _ = _draw(seed, n, scale, dtype)
+    _close(A.gelu_tanh(x), A.gelu_tanh_reference(x.astype(np.float64)), dtype)
+
+
+@SETTINGS
+@common
+def test_gelu_tanh_backward_matches_reference(n, scale, dtype, seed):
+    x, g = _draw(seed, n, scale, dtype)
+    want = A.gelu_tanh_backward_reference(g.astype(np.float64), x.astype(np.float64))
+    _close(A.gelu_tanh_backward(g, x), want, dtype)
+
+
+@SETTINGS
+@common
+def test_sigmoid_matches_reference(n, scale, dtype, seed):
+    x, _ = _draw(seed, n, scale, dtype)
+    _close(A.sigmoid(x), A.sigmoid_reference(x.astype(np.float64)), dtype)
+
+
+def test_float32_sigmoid_is_within_a_few_ulp_everywhere():
+    x = np.concatenate([np.linspace(-12, 12, 24001), np.geomspace(1e-30, 0.5, 2001),
+                        [0.0, -0.0]]).astype(np.float32)
+    want = (1 / (1 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+    assert np.all(np.abs(A.sigmoid(x) - want) <= 3 * np.spacing(np.abs(want)))
+    for v, s in ((np.inf, 1.0), (-np.inf, 0.0)):
+        assert A.sigmoid(np.array([v], np.float32))[0] == s
+
+
+@SETTINGS
+@common
+def test_sigmoid_backward_matches_reference(n, scale, dtype, seed):
+    x, g = _draw(seed, n, scale, dtype)
+    y = (0.5 * (1 + np.tanh(0.5 * x))).astype(dtype)
+    want = A.sigmoid_backward_reference(g.astype(np.float64), y.astype(np.float64))
+    _close(A.sigmoid_backward(g, y), want, dtype)
+
+
+def test_gelu_float32_is_relatively_accurate_in_the_negative_tail():
+    # x * Phi(x) is tiny there; the float32 path keeps its relative accuracy (PyTorch's
+    # 0.5 x (1 + erf(x / sqrt 2)) in float32 cancels to 0 below x = -5.5)
+    x = np.array([-13.0, -9.0, -6.0, -3.0, -1e-3, 0.0, 1e-3, 2.0, 7.0], dtype=np.float32)
+    want = [float(v) * 0.5 * math.erfc(-float(v) / math.sqrt(2)) for v in x]
+    np.testing.assert_allclose(A.gelu(x), want, rtol=3e-7, atol=0)
+
+
+def test_kernels_pass_nan_through():
+    x = np.array([np.nan, 1.0], dtype=np.float32)
+    for out in (A.gelu(x), A.gelu_tanh(x), A.gelu_backward(np.ones(2, np.float32), x),
+                A.gelu_tanh_backward(np.ones(2, np.float32), x), A.sigmoid(x)):
+        assert np.isnan(out[0]) and np.isfinite(out[1])

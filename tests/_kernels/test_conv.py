@@ -1,0 +1,108 @@
+"""im2col and col2im against their NumPy references, over drawn shapes, strides, paddings,
+dilations and dtypes."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memgrad._kernels.conv import col2im, col2im_reference, im2col, im2col_reference
+
+
+@st.composite
+def geometries(draw):
+    """``(x shape, kernel, stride, padding, dilation, output size)`` with a valid output."""
+    n, c = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    kernel = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    padding = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    dilation = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    size = []
+    for k, p, d in zip(kernel, padding, dilation):
+        least = max(1, d * (k - 1) + 1 - 2 * p)  # the padded input must hold the kernel
+        size.append(draw(st.integers(least, least + 6)))
+    out = tuple((s + 2 * p - d * (k - 1) - 1) // st_ + 1
+                for s, k, st_, p, d in zip(size, kernel, stride, padding, dilation))
+    return (n, c, *size), kernel, stride, padding, dilation, out
+
+
+def _args(stride, padding, dilation):
+    return (*stride, *padding, *dilation)
+
+
+@settings(max_examples=25, deadline=None)
+@given(geo=geometries(), dtype=st.sampled_from([np.float32, np.float64]),
+       seed=st.integers(0, 2**32 - 1))
+def test_im2col_matches_numpy(geo, dtype, seed):
+    shape, (kh, kw), stride, padding, dilation, (oh, ow) = geo
+    x = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    col = np.full((shape[1], kh, kw, shape[0], oh, ow), np.nan, dtype=dtype)  # all overwritten
+    got = im2col(x, col, *_args(stride, padding, dilation))
+    want = im2col_reference(x, kh, kw, *_args(stride, padding, dilation))
+    assert got is col and got.dtype == dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=25, deadline=None)
+@given(geo=geometries(), dtype=st.sampled_from([np.float32, np.float64]),
+       seed=st.integers(0, 2**32 - 1))
+def test_col2im_matches_numpy(geo, dtype, seed):
+    shape, (kh, kw), stride, padding, dilation, (oh, ow) = geo
+    rng = np.random.default_rng(seed)
+    col = rng.standard_normal((shape[1], kh, kw, shape[0], oh, ow)).astype(dtype)
+    out = np.full(shape, np.nan, dtype=dtype)  # col2im overwrites, it does not accumulate
+    got = col2im(col, out, *_args(stride, padding, dilation))
+    want = col2im_reference(col, shape, *_args(stride, padding, dilation))
+    assert got is out and got.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@settings(max_examples=25, deadline=None)
+@given(geo=geometries(), seed=st.integers(0, 2**32 - 1))
+def test_col2im_is_the_transpose_of_im2col(geo, seed):
+    """<im2col(x), c> == <x, col2im(c)>: the property the convolution's backward relies on."""
+    shape, (kh, kw), stride, padding, dilation, (oh, ow) = geo
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape)
+    c = rng.standard_normal((shape[1], kh, kw, shape[0], oh, ow))
+    args = _args(stride, padding, dilation)
+    lhs = np.sum(im2col(x, np.empty_like(c), *args) * c)
+    rhs = np.sum(x * col2im(c, np.empty_like(x), *args))
+    assert lhs == pytest.approx(rhs, rel=1e-10, abs=1e-10)
+
+
+def test_im2col_known_values():
+    x = np.arange(9.0).reshape(1, 1, 3, 3)
+    col = im2col(x, np.empty((1, 2, 2, 1, 2, 2)), 1, 1, 0, 0, 1, 1)
+    # the top-left element of each 2x2 window, then top-right, bottom-left, bottom-right
+    np.testing.assert_array_equal(col[0, 0, 0, 0], [[0, 1], [3, 4]])
+    np.testing.assert_array_equal(col[0, 1, 1, 0], [[4, 5], [7, 8]])
+
+
+def test_col2im_sums_overlapping_patches():
+    ones = np.ones((1, 3, 3, 1, 3, 3))
+    out = col2im(ones, np.empty((1, 1, 3, 3)), 1, 1, 1, 1, 1, 1)
+    # how many 3x3 windows (padding 1) cover each position
+    np.testing.assert_array_equal(out[0, 0], [[4, 6, 4], [6, 9, 6], [4, 6, 4]])
+
+
+@settings(max_examples=25, deadline=None)
+@given(geo=geometries(), seed=st.integers(0, 2**32 - 1), cut=st.floats(0, 1))
+def test_two_plane_ranges_do_what_one_call_does(geo, seed, cut):
+    """The ops split a call over two threads by plane ranges: the halves must cover it."""
+    shape, (kh, kw), stride, padding, dilation, (oh, ow) = geo
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape)
+    c = rng.standard_normal((shape[1], kh, kw, shape[0], oh, ow))
+    args = _args(stride, padding, dilation)
+    planes = shape[0] * shape[1]
+    mid = int(cut * planes)
+    col = np.full_like(c, np.nan)
+    im2col(x, col, *args, 0, mid)
+    im2col(x, col, *args, mid, planes)
+    np.testing.assert_array_equal(col, im2col(x, np.empty_like(c), *args))
+    out = np.full_like(x, np.nan)
+    col2im(c, out, *args, mid, planes)
+    col2im(c, out, *args, 0, mid)
+    np.testing.assert_array_equal(out, col2im(c, np.empty_like(x), *args))

@@ -1,0 +1,75 @@
+"""The layer-norm kernels against their NumPy references, over drawn shapes, offsets and
+dtypes (the references run in float64)."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memgrad._kernels import norm as N
+
+SETTINGS = settings(max_examples=25, deadline=None)
+
+
+def _close(got, want, dtype):
+    assert got.dtype == dtype and got.shape == want.shape
+    tol = 1e-11 if dtype == np.float64 else 5e-5
+    scale = float(np.max(np.abs(want), initial=1.0))
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale)
+
+
+@st.composite
+def rows(draw):
+    """(N, D) rows whose mean may be far from 0 relative to their spread (the case a
+    one-pass variance gets wrong), the gradient, weight and bias, and eps."""
+    n, d = draw(st.integers(0, 150)), draw(st.integers(1, 70))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    spread = draw(st.sampled_from([1e-2, 1.0, 30.0]))
+    offset = draw(st.sampled_from([0.0, 5.0, -100.0]))
+    x = (offset + spread * rng.standard_normal((n, d))).astype(dtype)
+    g = rng.standard_normal((n, d)).astype(dtype)
+    w, b = rng.standard_normal((2, d)).astype(dtype)
+    return x, g, w, b, draw(st.sampled_from([1e-5, 1e-2]))
+
+
+def _f64(*arrays):
+    return [a.astype(np.float64) for a in arrays]
+
+
+@SETTINGS
+@given(rows())
+def test_layer_norm_forward_matches_reference(case):
+    x, _, w, b, eps = case
+    want = N.layer_norm_forward_reference(*_f64(x, w, b), eps)
+    _close(N.layer_norm_forward(x, w, b, eps), want, x.dtype)
+
+
+@SETTINGS
+@given(rows())
+def test_layer_norm_backward_matches_reference(case):
+    x, g, w, _, eps = case
+    want = N.layer_norm_backward_reference(*_f64(g, x, w), eps)
+    _close(N.layer_norm_backward(g, x, w, eps), want, x.dtype)
+
+
+@SETTINGS
+@given(rows())
+def test_layer_norm_weight_grad_matches_reference(case):
+    x, g, _, _, eps = case
+    want = N.layer_norm_weight_grad_reference(*_f64(g, x), eps)
+    _close(N.layer_norm_weight_grad(g, x, eps), want, x.dtype)
+
+
+def test_constant_rows_normalize_to_zero():
+    x = np.full((2, 5), 3.0, dtype=np.float32)
+    w = np.ones(5, np.float32)
+    np.testing.assert_array_equal(N.layer_norm_forward(x, w, np.zeros(5, np.float32), 1e-5), 0)
+    np.testing.assert_array_equal(N.layer_norm_backward(np.ones_like(x), x, w, 1e-5), 0)
+
+
+def test_empty_rows_give_empty_results():
+    x = np.zeros((3, 0), dtype=np.float32)
+    w = np.zeros(0, np.float32)
+    assert N.layer_norm_forward(x, w, w, 1e-5).shape == (3, 0)
+    assert N.layer_norm_backward(x, x, w, 1e-5).shape == (3, 0)
+    assert N.layer_norm_weight_grad(x, x, 1e-5).shape == (0,)

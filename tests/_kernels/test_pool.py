@@ -1,0 +1,114 @@
+"""max_pool2d and its backward scatter against their NumPy references, over drawn shapes,
+strides, paddings, dilations and dtypes."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memgrad._kernels.pool import (
+    max_pool2d,
+    max_pool2d_backward,
+    max_pool2d_backward_reference,
+    max_pool2d_reference,
+)
+
+
+@st.composite
+def geometries(draw):
+    """``(x shape, kernel, stride, padding, dilation, output size)``; padding is at most half
+    the kernel, as the op requires."""
+    n, c = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    kernel = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    padding = (draw(st.integers(0, kernel[0] // 2)), draw(st.integers(0, kernel[1] // 2)))
+    dilation = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    size = []
+    for k, p, d in zip(kernel, padding, dilation):
+        least = max(1, d * (k - 1) + 1 - 2 * p)
+        size.append(draw(st.integers(least, least + 6)))
+    out = tuple((s + 2 * p - d * (k - 1) - 1) // st_ + 1
+                for s, k, st_, p, d in zip(size, kernel, stride, padding, dilation))
+    return (n, c, *size), kernel, stride, padding, dilation, out
+
+
+def _pool(x, kernel, stride, padding, dilation, out_size):
+    shape = x.shape[:2] + out_size
+    out = np.full(shape, np.nan, dtype=x.dtype)
+    indices = np.full(shape, -7, dtype=np.int64)
+    return max_pool2d(x, out, indices, *kernel, *stride, *padding, *dilation)
+
+
+@settings(max_examples=25, deadline=None)
+@given(geo=geometries(), dtype=st.sampled_from([np.float32, np.float64]),
+       seed=st.integers(0, 2**32 - 1), ties=st.booleans())
+def test_max_pool2d_matches_numpy(geo, dtype, seed, ties):
+    shape, kernel, stride, padding, dilation, out_size = geo
+    rng = np.random.default_rng(seed)
+    # small integers make ties common: both take the first maximum in window order
+    x = (rng.integers(-3, 4, shape) if ties else rng.standard_normal(shape)).astype(dtype)
+    out, indices = _pool(x, kernel, stride, padding, dilation, out_size)
+    want, want_indices = max_pool2d_reference(x, *kernel, *stride, *padding, *dilation)
+    assert out.dtype == dtype and indices.dtype == np.int64
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(indices, want_indices)
+    real = indices >= 0
+    flat = x.reshape(x.shape[0], x.shape[1], -1)
+    picked = np.take_along_axis(flat, np.where(real, indices, 0).reshape(*x.shape[:2], -1), 2)
+    np.testing.assert_array_equal(picked.reshape(out.shape)[real], out[real])
+
+
+@settings(max_examples=25, deadline=None)
+@given(geo=geometries(), dtype=st.sampled_from([np.float32, np.float64]),
+       seed=st.integers(0, 2**32 - 1))
+def test_max_pool2d_backward_matches_numpy(geo, dtype, seed):
+    shape, kernel, stride, padding, dilation, out_size = geo
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-2, 3, shape).astype(dtype)  # overlapping windows share maxima
+    _, indices = _pool(x, kernel, stride, padding, dilation, out_size)
+    g = rng.standard_normal(indices.shape).astype(dtype)
+    got = max_pool2d_backward(g, indices, np.full(shape, np.nan, dtype=dtype))
+    want = max_pool2d_backward_reference(g, indices, shape)
+    assert got.dtype == dtype
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_max_pool2d_nan_wins_and_padding_never_does():
+    x = np.array([[[[1.0, np.nan], [-5.0, -6.0]]]])
+    out, indices = _pool(x, (2, 2), (1, 1), (1, 1), (1, 1), (3, 3))
+    assert np.isnan(out[0, 0, 1, 1]) and indices[0, 0, 1, 1] == 1
+    assert out[0, 0, 2, 0] == -5.0 and indices[0, 0, 2, 0] == 2  # its window is mostly padding
+    assert out[0, 0, 2, 2] == -6.0
+
+
+def test_window_of_padding_only_gets_minus_inf_and_is_skipped_by_the_scatter():
+    # kernel 2 with dilation 3 and padding 1 on a length-2 axis reads padded positions 0 and 3
+    x = np.array([[[[1.0, 2.0]]]])
+    out, indices = _pool(x, (1, 2), (1, 1), (0, 1), (1, 3), (1, 1))
+    assert out[0, 0, 0, 0] == -np.inf and indices[0, 0, 0, 0] == -1
+    grad = max_pool2d_backward(np.ones((1, 1, 1, 1)), indices, np.empty_like(x))
+    np.testing.assert_array_equal(grad, np.zeros_like(x))
+
+
+@settings(max_examples=25, deadline=None)
+@given(geo=geometries(), seed=st.integers(0, 2**32 - 1), cut=st.floats(0, 1))
+def test_two_plane_ranges_do_what_one_call_does(geo, seed, cut):
+    """The ops split a call over two threads by plane ranges: the halves must cover it."""
+    shape, kernel, stride, padding, dilation, out_size = geo
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape)
+    planes = shape[0] * shape[1]
+    mid = int(cut * planes)
+    out = np.full(shape[:2] + out_size, np.nan)
+    indices = np.full(out.shape, -7, dtype=np.int64)
+    args = (*kernel, *stride, *padding, *dilation)
+    max_pool2d(x, out, indices, *args, mid, planes)
+    max_pool2d(x, out, indices, *args, 0, mid)
+    want, want_indices = _pool(x, kernel, stride, padding, dilation, out_size)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(indices, want_indices)
+    g = rng.standard_normal(out.shape)
+    grad = np.full(shape, np.nan)
+    max_pool2d_backward(g, indices, grad, 0, mid)
+    max_pool2d_backward(g, indices, grad, mid, planes)
+    np.testing.assert_array_equal(grad, max_pool2d_backward(g, indices, np.empty(shape)))

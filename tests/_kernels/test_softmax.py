@@ -1,0 +1,114 @@
+"""The row-wise softmax kernels and ``fast_exp`` against their NumPy references, over drawn
+shapes, scales and dtypes (the references run in float64)."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import njit
+
+from memgrad._kernels import softmax as S
+
+SETTINGS = settings(max_examples=25, deadline=None)
+
+
+def _close(got, want, dtype):
+    assert got.dtype == dtype and got.shape == want.shape
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    scale = float(np.max(np.abs(want[np.isfinite(want)]), initial=1.0))
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale)
+
+
+@st.composite
+def logits(draw):
+    """(N, D) rows in ``dtype``, some entries -inf (masked), never a whole row."""
+    n, d = draw(st.integers(0, 12)), draw(st.integers(1, 300))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    scale = draw(st.sampled_from([0.1, 1.0, 5.0, 30.0]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = scale * rng.standard_normal((n, d)) + draw(st.sampled_from([0.0, 80.0, -1e3]))
+    if draw(st.booleans()) and d > 1:
+        masked = rng.random((n, d)) < 0.3
+        masked[:, 0] = False
+        x[masked] = -np.inf
+    return x.astype(dtype), rng.standard_normal((n, d)).astype(dtype)
+
+
+@SETTINGS
+@given(logits())
+def test_softmax_forward_matches_reference(xg):
+    x, _ = xg
+    _close(S.softmax_forward(x), S.softmax_forward_reference(x.astype(np.float64)), x.dtype)
+
+
+@SETTINGS
+@given(logits())
+def test_log_softmax_forward_matches_reference(xg):
+    x, _ = xg
+    want = S.log_softmax_forward_reference(x.astype(np.float64))
+    _close(S.log_softmax_forward(x), want, x.dtype)
+
+
+@SETTINGS
+@given(logits())
+def test_softmax_backward_matches_reference(xg):
+    x, g = xg
+    y = S.softmax_forward_reference(x.astype(np.float64)).astype(x.dtype)
+    want = S.softmax_backward_reference(g.astype(np.float64), y.astype(np.float64))
+    _close(S.softmax_backward(g, y), want, x.dtype)
+
+
+@SETTINGS
+@given(logits())
+def test_log_softmax_backward_matches_reference(xg):
+    x, g = xg
+    y = S.log_softmax_forward_reference(x.astype(np.float64)).astype(x.dtype)
+    want = S.log_softmax_backward_reference(g.astype(np.float64), y.astype(np.float64))
+    _close(S.log_softmax_backward(g, y), want, x.dtype)
+
+
+def test_rows_that_are_all_minus_inf_or_hold_nan_give_nan():
+    x = np.array([[-np.inf, -np.inf], [1.0, np.nan], [0.0, -np.inf]], dtype=np.float32)
+    with np.errstate(invalid="ignore"):  # -inf - -inf, with NUMBA_DISABLE_JIT=1
+        out = S.softmax_forward(x), S.log_softmax_forward(x)
+    for o in out:
+        assert np.isnan(o[:2]).all() and not np.isnan(o[2]).any()
+    np.testing.assert_array_equal(out[0][2], [1.0, 0.0])
+
+
+def test_empty_rows():
+    x = np.zeros((3, 0), dtype=np.float32)
+    assert S.softmax_forward(x).shape == (3, 0)
+    assert S.log_softmax_forward(x).shape == (3, 0)
+
+
+@njit
+def _exp_all(y):
+    out = np.empty_like(y)
+    for i in range(y.shape[0]):
+        out[i] = S.fast_exp(y[i])
+    return out
+
+
+def test_fast_exp_float32_is_accurate_over_its_whole_range():
+    y = np.concatenate([
+        np.linspace(-110.0, 90.0, 40001),
+        [np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72, 88.73, -87.33, -87.34, -103.9, -104.0],
+    ]).astype(np.float32)
+    with np.errstate(over="ignore"):  # exp(89) to float32, with NUMBA_DISABLE_JIT=1
+        got = _exp_all(y).astype(np.float64)
+        want = np.exp(y.astype(np.float64)).astype(np.float32).astype(np.float64)
+    normal = np.isfinite(want) & (want >= 2.0**-126)
+    np.testing.assert_allclose(got[normal], want[normal], rtol=2.5e-7, atol=0)
+    # subnormal results within one unit of the smallest subnormal; 0, inf and nan as IEEE
+    np.testing.assert_allclose(got[~normal & np.isfinite(want)],
+                               want[~normal & np.isfinite(want)], rtol=0, atol=2.0**-149)
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+def test_fast_exp_float64_is_within_an_ulp():
+    y = np.concatenate([np.linspace(-750.0, 709.0, 40001), [np.nan, -np.inf, 0.0]])
+    got, want = _exp_all(y), np.exp(y)
+    normal = want >= 2.0**-1022
+    assert np.all(np.abs(got - want)[normal] <= np.spacing(want[normal]))
+    np.testing.assert_allclose(got[~normal], want[~normal], rtol=0, atol=2.0**-1074)

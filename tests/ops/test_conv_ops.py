@@ -1,0 +1,381 @@
+"""conv2d and max_pool2d: values against direct NumPy sums over the window, gradients against
+finite differences (first and second order), gradient routing, saved values, scratch reuse
+and error messages."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+
+import numpy as np
+import pytest
+
+import memgrad as mg
+from memgrad.ops import conv as conv_ops
+from memgrad.ops.conv import conv2d, max_pool2d
+
+
+def _pair(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+def _out(size, k, s, p, d):
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def np_conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """out[n, o, i, j] = sum over c, ki, kj of w[o, c, ki, kj] * x_pad[n, c, i*s + ki*d, ...]."""
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    n, c, h, wd = x.shape
+    co, cg, kh, kw = w.shape
+    oh, ow = _out(h, kh, sh, ph, dh), _out(wd, kw, sw, pw, dw)
+    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    xp[:, :, ph:ph + h, pw:pw + wd] = x
+    out = np.zeros((n, co, oh, ow))
+    og = co // groups
+    for o in range(co):
+        g = o // og
+        for i in range(oh):
+            for j in range(ow):
+                win = xp[:, g * cg:(g + 1) * cg, i * sh:i * sh + dh * (kh - 1) + 1:dh,
+                         j * sw:j * sw + dw * (kw - 1) + 1:dw]
+                out[:, o, i, j] = np.sum(win * w[o], axis=(1, 2, 3))
+    if b is not None:
+        out += b[:, None, None]
+    return out
+
+
+def np_max_pool2d(x, kernel, stride=None, padding=0, dilation=1):
+    (kh, kw), (ph, pw), (dh, dw) = _pair(kernel), _pair(padding), _pair(dilation)
+    sh, sw = _pair(kernel if stride is None else stride)
+    n, c, h, w = x.shape
+    oh, ow = _out(h, kh, sh, ph, dh), _out(w, kw, sw, pw, dw)
+    xp = np.full((n, c, h + 2 * ph, w + 2 * pw), -np.inf)
+    xp[:, :, ph:ph + h, pw:pw + w] = x
+    out = np.empty((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            win = xp[:, :, i * sh:i * sh + dh * (kh - 1) + 1:dh,
+                     j * sw:j * sw + dw * (kw - 1) + 1:dw]
+            out[:, :, i, j] = win.max(axis=(2, 3))
+    return out
+
+
+def _distinct(rng, shape):
+    """Values at least 0.05 apart in random order: no ties for max pooling."""
+    n = int(np.prod(shape))
+    return rng.permutation(np.arange(n) * 0.05 - 0.025 * n).reshape(shape)
+
+
+CONV_CASES = [
+    # x shape, w shape, stride, padding, dilation, groups
+    ((2, 3, 7, 6), (4, 3, 3, 3), 1, 0, 1, 1),
+    ((2, 3, 7, 6), (4, 3, 3, 3), 1, 1, 1, 1),
+    ((1, 2, 8, 9), (3, 2, 3, 2), (2, 1), (1, 0), 1, 1),
+    ((2, 2, 9, 9), (3, 2, 3, 3), 2, 2, 2, 1),
+    ((1, 4, 6, 5), (6, 2, 2, 3), 1, (0, 1), (2, 1), 2),
+    ((2, 3, 5, 5), (3, 1, 3, 3), 3, 1, 1, 3),
+    ((1, 3, 4, 4), (2, 3, 1, 1), 1, 0, 1, 1),
+    ((1, 1, 3, 3), (1, 1, 3, 3), 1, 0, 1, 1),
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("xs, ws, stride, padding, dilation, groups", CONV_CASES)
+def test_conv2d_matches_direct_sum(xs, ws, stride, padding, dilation, groups, bias):
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal(xs), rng.standard_normal(ws), rng.standard_normal(ws[0])
+    out = conv2d(mg.tensor(x), mg.tensor(w), mg.tensor(b) if bias else None, stride, padding,
+                 dilation, groups)
+    want = np_conv2d(x, w, b if bias else None, stride, padding, dilation, groups)
+    assert out.shape == want.shape and out.dtype == mg.float64
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_conv2d_float32_stays_float32():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    xt, wt, bt = (mg.tensor(a, requires_grad=True) for a in (x, w, b))
+    out = conv2d(xt, wt, bt, padding=1)
+    assert out.dtype == mg.float32
+    np.testing.assert_allclose(out.numpy(), np_conv2d(x, w, b, padding=1), rtol=1e-4, atol=1e-4)
+    out.sum().backward()
+    assert xt.grad.dtype == wt.grad.dtype == bt.grad.dtype == mg.float32
+
+
+def test_conv2d_unbatched_and_non_contiguous_input():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((5, 6, 3))  # (H, W, C): made (C, H, W) by a non-contiguous view
+    w = rng.standard_normal((2, 3, 2, 2))
+    xt = mg.tensor(x).permute(2, 0, 1)
+    out = conv2d(xt, mg.tensor(w), stride=2)
+    assert out.shape == (2, 2, 3)
+    np.testing.assert_allclose(out.numpy(), np_conv2d(x.transpose(2, 0, 1)[None], w, stride=2)[0],
+                               rtol=1e-12, atol=1e-12)
+
+
+CHECK_CASES = [
+    ((2, 2, 5, 5), (3, 2, 3, 3), 1, 1, 1, 1, True),
+    ((1, 2, 6, 5), (2, 2, 2, 3), (2, 1), (0, 1), (1, 2), 1, True),
+    ((2, 4, 4, 4), (4, 2, 3, 2), 2, 1, 1, 2, False),
+    ((1, 1, 7, 7), (2, 1, 3, 3), 3, 2, 2, 1, True),  # rows the stride never reaches
+]
+
+
+@pytest.mark.parametrize("xs, ws, stride, padding, dilation, groups, bias", CHECK_CASES)
+def test_conv2d_gradcheck_and_gradgradcheck(xs, ws, stride, padding, dilation, groups, bias):
+    rng = np.random.default_rng(3)
+    args = [mg.tensor(rng.standard_normal(xs), requires_grad=True),
+            mg.tensor(rng.standard_normal(ws), requires_grad=True)]
+    if bias:
+        args.append(mg.tensor(rng.standard_normal(ws[0]), requires_grad=True))
+
+    def fn(*a):
+        return conv2d(*a, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+    assert mg.autograd.gradcheck(fn, args)
+    assert mg.autograd.gradgradcheck(fn, args)
+
+
+def test_conv2d_gradients_match_numpy():
+    """Analytic gradients against formulas written in NumPy, on a float32 layer."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((2, 4, 6, 5)).astype(np.float32)
+    xt, wt, bt = (mg.tensor(a, requires_grad=True) for a in (x, w, np.zeros(4, np.float32)))
+    conv2d(xt, wt, bt, padding=1).backward(mg.tensor(g))
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))).astype(np.float64)
+    gw = np.zeros(w.shape)
+    gxp = np.zeros(xp.shape)
+    for i in range(3):
+        for j in range(3):
+            patch = xp[:, :, i:i + 6, j:j + 5]
+            gw[:, :, i, j] = np.einsum("nohw,nchw->oc", g, patch)
+            gxp[:, :, i:i + 6, j:j + 5] += np.einsum("nohw,oc->nchw", g, w[:, :, i, j])
+    np.testing.assert_allclose(wt.grad.numpy(), gw, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(xt.grad.numpy(), gxp[:, :, 1:-1, 1:-1], rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(bt.grad.numpy(), g.sum(axis=(0, 2, 3)), rtol=1e-4, atol=1e-3)
+
+
+def test_conv2d_batch_chunks_give_the_same_values_and_gradients(monkeypatch):
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal((5, 2, 6, 6)), rng.standard_normal((3, 2, 3, 3)),
+              rng.standard_normal(3)]
+
+    def run():
+        ts = [mg.tensor(a, requires_grad=True) for a in arrays]
+        out = conv2d(*ts, stride=1, padding=1)
+        out.backward(mg.tensor(np.cos(out.numpy())))
+        return [out.numpy()] + [t.grad.numpy() for t in ts]
+
+    whole = run()
+    monkeypatch.setattr(conv_ops, "_CHUNK_BYTES", 1)  # one sample per chunk
+    for got, want in zip(run(), whole):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_conv2d_saves_its_input_and_weight_not_the_columns():
+    saved = []
+
+    def pack(t):
+        saved.append(t.shape)
+        return t
+
+    x = mg.randn(2, 3, 8, 8, requires_grad=True)
+    w = mg.randn(4, 3, 3, 3, requires_grad=True)
+    b = mg.randn(4, requires_grad=True)
+    with mg.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        conv2d(x, w, b, padding=1)
+    assert sorted(saved) == sorted([(2, 3, 8, 8), (4, 3, 3, 3)])
+
+
+def test_conv2d_outputs_never_share_memory_with_scratch():
+    rng = np.random.default_rng(6)
+    x1, x2 = (mg.tensor(rng.standard_normal((2, 3, 6, 6)), requires_grad=True) for _ in "ab")
+    w = mg.tensor(rng.standard_normal((4, 3, 3, 3)), requires_grad=True)
+    y1 = conv2d(x1, w, padding=1)
+    first = y1.numpy().copy()
+    y1.sum().backward()
+    g1 = x1.grad.numpy().copy(), w.grad.numpy().copy()
+    w.grad = None
+    conv2d(x2, w, padding=1).sum().backward()  # reuses the same scratch buffers
+    np.testing.assert_array_equal(y1.numpy(), first)
+    np.testing.assert_array_equal(x1.grad.numpy(), g1[0])
+
+
+def test_conv2d_threads_use_their_own_scratch():
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal((3, 2, 9, 9)) for _ in range(4)]
+    w = rng.standard_normal((3, 2, 3, 3))
+    want = [np_conv2d(x, w, padding=1) for x in xs]
+    got: list = [None] * 4
+
+    def work(i):
+        for _ in range(20):
+            got[i] = conv2d(mg.tensor(xs[i]), mg.tensor(w), padding=1).numpy()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for g, wnt in zip(got, want):
+        np.testing.assert_allclose(g, wnt, rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------- max_pool2d
+
+
+POOL_CASES = [
+    # x shape, kernel, stride, padding, dilation
+    ((2, 3, 6, 6), 2, None, 0, 1),
+    ((1, 2, 7, 5), 3, 2, 1, 1),
+    ((2, 1, 5, 7), (2, 3), (1, 2), (1, 1), 1),
+    ((1, 2, 8, 8), 3, 1, 1, 2),
+    ((1, 1, 5, 5), 5, 1, 2, 1),
+]
+
+
+@pytest.mark.parametrize("xs, kernel, stride, padding, dilation", POOL_CASES)
+def test_max_pool2d_matches_numpy(xs, kernel, stride, padding, dilation):
+    x = np.random.default_rng(8).standard_normal(xs)
+    out = max_pool2d(mg.tensor(x), kernel, stride, padding, dilation)
+    want = np_max_pool2d(x, kernel, stride, padding, dilation)
+    assert out.shape == want.shape
+    np.testing.assert_array_equal(out.numpy(), want)
+
+
+@pytest.mark.parametrize("xs, kernel, stride, padding, dilation", POOL_CASES)
+def test_max_pool2d_gradcheck_away_from_ties(xs, kernel, stride, padding, dilation):
+    x = mg.tensor(_distinct(np.random.default_rng(9), xs), requires_grad=True)
+
+    def fn(x):
+        return max_pool2d(x, kernel, stride, padding, dilation)
+
+    assert mg.autograd.gradcheck(fn, [x])
+    assert mg.autograd.gradgradcheck(fn, [x])
+
+
+def test_max_pool2d_routes_the_gradient_to_the_argmax():
+    x = mg.tensor([[[[1.0, 9.0, 2.0],
+                     [3.0, 4.0, 5.0],
+                     [8.0, 0.0, 7.0]]]], requires_grad=True)
+    out = max_pool2d(x, 2, stride=1)  # windows overlap: 9 is the max of two of them
+    np.testing.assert_array_equal(out.numpy(), [[[[9.0, 9.0], [8.0, 7.0]]]])
+    out.backward(mg.tensor([[[[1.0, 10.0], [100.0, 1000.0]]]]))
+    np.testing.assert_array_equal(x.grad.numpy(), [[[[0, 11, 0], [0, 0, 0], [100, 0, 1000]]]])
+
+
+def test_max_pool2d_tie_goes_to_the_first_element():
+    x = mg.tensor(np.ones((1, 1, 2, 2)), requires_grad=True)
+    max_pool2d(x, 2).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[[[1, 0], [0, 0]]]])
+
+
+def test_max_pool2d_double_backward_gathers_at_the_argmax():
+    rng = np.random.default_rng(10)
+    x = mg.tensor(_distinct(rng, (1, 2, 4, 4)), requires_grad=True)
+    g = mg.tensor(rng.standard_normal((1, 2, 2, 2)), requires_grad=True)
+    (gx,) = mg.autograd.grad(max_pool2d(x, 2), [x], [g], create_graph=True)
+    v = rng.standard_normal(gx.shape)
+    (gg,) = mg.autograd.grad((gx * mg.tensor(v)).sum(), [g])
+
+    def windows(a):  # (1, 2, 4, 4) -> (1, 2, 2, 2, 4): the 2x2 windows, flattened
+        return a.reshape(1, 2, 2, 2, 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(1, 2, 2, 2, 4)
+
+    at = windows(x.numpy()).argmax(-1)
+    picked = np.take_along_axis(windows(v), at[..., None], -1)[..., 0]
+    np.testing.assert_array_equal(gg.numpy(), picked)
+
+
+def test_max_pool2d_unbatched_float32():
+    x = mg.tensor(np.arange(32, dtype=np.float32).reshape(2, 4, 4), requires_grad=True)
+    out = max_pool2d(x, 2)
+    assert out.shape == (2, 2, 2) and out.dtype == mg.float32
+    out.sum().backward()
+    assert x.grad.dtype == mg.float32 and x.grad.numpy().sum() == 8
+
+
+def test_max_pool2d_saves_only_its_input():
+    saved = []
+    x = mg.randn(2, 3, 4, 4, requires_grad=True)
+    with mg.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.shape) or t, lambda t: t):
+        max_pool2d(x, 2)
+    assert saved == [(2, 3, 4, 4)]
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def _conv_error(exc, match, x=(2, 3, 8, 8), w=(4, 3, 3, 3), b=None, **kw):
+    with pytest.raises(exc, match=match):
+        conv2d(mg.zeros(*x), mg.zeros(*w), None if b is None else mg.zeros(*b), **kw)
+
+
+def test_conv2d_errors():
+    _conv_error(mg.ShapeError, r"3-D \(unbatched C, H, W\) or 4-D .* got shape \(3, 8\)",
+                x=(3, 8))
+    _conv_error(mg.ShapeError, r"4-D weight .* got shape \(4, 3, 3\)", w=(4, 3, 3))
+    _conv_error(mg.ShapeError, r"weight of shape \(4, 5, 3, 3\) with groups=1 expects an input "
+                r"with 5 channels .* input of shape \(2, 3, 8, 8\) has 3", w=(4, 5, 3, 3))
+    _conv_error(mg.ShapeError, r"kernel \(3, 3\) .* spans \(5, 5\), larger than the padded "
+                r"input \(4, 4\)", x=(1, 3, 2, 2), dilation=2, padding=1)
+    _conv_error(mg.ShapeError, r"bias must have shape \(4,\) .* got \(3,\)", b=(3,))
+    _conv_error(mg.ShapeError, "groups=2 does not divide", w=(3, 3, 3, 3), groups=2)
+    _conv_error(mg.ShapeError, r"expects an input with 4 channels", w=(4, 2, 3, 3), groups=2)
+    _conv_error(ValueError, "stride must be positive", stride=0)
+    _conv_error(ValueError, "padding must be non-negative", padding=(1, -1))
+    _conv_error(TypeError, r"dilation must be an int or a pair of ints, got 1.5", dilation=1.5)
+    _conv_error(TypeError, "stride must be an int or a pair", stride=(1, 2, 3))
+    _conv_error(ValueError, "groups must be a positive int", groups=0)
+    with pytest.raises(TypeError, match=r"input \(float64\) and weight \(float32\) must have "
+                       "the same dtype"):
+        conv2d(mg.zeros(1, 3, 4, 4, dtype=mg.float64), mg.zeros(2, 3, 3, 3))
+    with pytest.raises(TypeError, match="floating-point input"):
+        conv2d(mg.zeros(1, 3, 4, 4, dtype=mg.int64), mg.zeros(2, 3, 3, 3))
+    with pytest.raises(TypeError, match="weight must be a Tensor"):
+        conv2d(mg.zeros(1, 3, 4, 4), np.zeros((2, 3, 3, 3)))
+
+
+def test_max_pool2d_errors():
+    x = mg.zeros(1, 2, 4, 4)
+    with pytest.raises(mg.ShapeError, match=r"got shape \(4, 4\)"):
+        max_pool2d(mg.zeros(4, 4), 2)
+    with pytest.raises(ValueError, match=r"padding \(2, 2\) must be at most half of "
+                       r"kernel_size \(3, 3\)"):
+        max_pool2d(x, 3, padding=2)
+    with pytest.raises(mg.ShapeError, match=r"kernel \(5, 5\) .* larger than the padded input "
+                       r"\(4, 4\)"):
+        max_pool2d(x, 5)
+    with pytest.raises(ValueError, match="kernel_size must be positive"):
+        max_pool2d(x, 0)
+    with pytest.raises(TypeError, match="floating-point input"):
+        max_pool2d(mg.zeros(1, 1, 2, 2, dtype=mg.int64), 2)
+
+
+def _conv_in_child(queue, x, w):
+    out = conv2d(mg.tensor(x), mg.tensor(w), padding=1)
+    queue.put(out.numpy())
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
+def test_conv2d_in_a_forked_child_after_the_parent_used_the_helper_thread():
+    rng = np.random.default_rng(13)
+    x, w = rng.standard_normal((4, 8, 16, 16)), rng.standard_normal((8, 8, 3, 3))
+    want = conv2d(mg.tensor(x), mg.tensor(w), padding=1).numpy()  # big enough to split
+    assert conv_ops._helper is not None
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_conv_in_child, args=(queue, x, w))
+    proc.start()
+    try:
+        got = queue.get(timeout=120)
+    finally:
+        proc.join(timeout=30)
+        if proc.is_alive():  # pragma: no cover - the hang this test guards against
+            proc.kill()
+    assert proc.exitcode == 0
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
