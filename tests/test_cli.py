@@ -25,13 +25,26 @@ def run(*args: str, exe: tuple[str, ...] = (sys.executable, "-m", "memgrad")):
 def test_help_lists_the_subcommands():
     r = run("--help")
     assert r.returncode == 0, r.stderr
-    assert "usage: memgrad" in r.stdout and "demo" in r.stdout
+    assert "usage: memgrad" in r.stdout
+    for command in ("demo", "train", "tune", "plan"):
+        assert command in r.stdout
 
 
-def test_subcommand_help():
-    r = run("demo", "--help")
+@pytest.mark.parametrize("command, options", [
+    ("demo", ["--steps", "--lr"]),
+    ("train", ["--steps", "--batch", "--seq", "--d-model", "--blocks", "--lr", "--seed",
+               "--budget", "--save", "64MB", "1.5GiB"]),
+    ("tune", ["MODEL", "--budgets", "--size", "--repeats", "--plot", "--timeline", "--json",
+              "package.module:factory", 'pip install "memgrad[plot]"']),
+    ("plan", ["MODEL", "--budget", "--size", "--json"]),
+])
+def test_subcommand_help(command: str, options: list[str]):
+    r = run(command, "--help")
     assert r.returncode == 0, r.stderr
-    assert "--steps" in r.stdout and "--lr" in r.stdout
+    text = " ".join(r.stdout.split())  # argparse wraps lines
+    assert f"usage: memgrad {command}" in text
+    for option in options:
+        assert option in text, option
 
 
 def test_no_subcommand_prints_help_and_succeeds():

@@ -1,21 +1,36 @@
 """The ``memgrad`` command: argument parsing and printing around small, testable functions.
 
-``memgrad demo`` trains a small multilayer perceptron built from raw tensors on a fixed
-synthetic regression task, then checks its gradients against finite differences.
+- ``memgrad train`` trains a small causal transformer language model on the Python standard
+  library's own source, checkpointed under a memory budget (``memgrad.cli.train``).
+- ``memgrad tune MODEL`` measures peak memory, step time and gradient agreement for equal
+  segment counts and the planner's choice under budgets (``memgrad.cli.tune``).
+- ``memgrad plan MODEL --budget 64MB`` prints the planner's segmentation and predictions.
+- ``memgrad demo`` trains a small multilayer perceptron built from raw tensors on a fixed
+  synthetic regression task, then checks its gradients against finite differences.
+
+Errors in what was asked for (an unknown model, an unreadable or impossible budget) are one
+line on stderr and exit status 2.
 
 Example:
-    $ memgrad demo --steps 200
+    $ memgrad train --steps 100
+    $ memgrad tune mlp --budgets 25%,50% --plot tradeoff.png
+    $ memgrad plan transformer --budget 50%
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable, Sequence
 
 from numpy.typing import DTypeLike
 
 import memgrad as mg
+from memgrad.cli.models import BUILTIN
+from memgrad.cli.output import CliError
+from memgrad.cli.train import run_train
+from memgrad.cli.tune import run_plan, run_tune
 from memgrad.tensor import Tensor
 
 __all__ = [
@@ -222,6 +237,98 @@ def _count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+SIZE_HELP = ("sizes are bytes (1048576) or take a unit, case-insensitive: KB, MB, GB (powers "
+             "of 1000) or KiB, MiB, GiB (powers of 1024), e.g. 64MB or 1.5GiB")
+MODEL_HELP = (f"a built-in model ({', '.join(BUILTIN)}) or package.module:factory, a function "
+              "of no arguments returning (model, example_input, loss_fn) with model an "
+              "nn.Sequential")
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a small transformer language model on Python's own source, checkpointed "
+        "under a memory budget",
+        description="Train a small causal transformer language model on bytes of the Python "
+        "standard library's own source files (nothing is downloaded), with AdamW, checkpointed "
+        "with the planner's segmentation under --budget. Shows a progress bar (loss, tokens/s, "
+        "peak memory), then a table comparing the planned and the plain step, and text sampled "
+        "from the model.",
+        epilog=SIZE_HELP + "; a percentage is of the plain (uncheckpointed) step's peak.",
+    )
+    p.add_argument("--steps", type=_count(1), default=150, help="training steps (default: 150)")
+    p.add_argument("--batch", type=_count(1), default=16, help="sequences per step (default: 16)")
+    p.add_argument("--seq", type=_count(2), default=64,
+                   help="bytes per sequence, the context length (default: 64)")
+    p.add_argument("--d-model", type=_count(1), default=64,
+                   help="embedding size, a multiple of --heads (default: 64)")
+    p.add_argument("--heads", type=_count(1), default=4, help="attention heads (default: 4)")
+    p.add_argument("--blocks", type=_count(1), default=4,
+                   help="transformer blocks (default: 4)")
+    p.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate (default: 3e-3)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument("--budget",
+                   help="memory budget of a step: a size or a percentage of the plain step's "
+                   "peak (default: 50%%, or the least feasible budget when that is too little)")
+    p.add_argument("--log-every", type=_count(0), default=0,
+                   help="print the loss every N steps (default: 0, about ten lines per run)")
+    p.add_argument("--samples", type=_count(0), default=3,
+                   help="text samples to print at the end (default: 3)")
+    p.add_argument("--save", metavar="PATH",
+                   help="write the trained weights (state_dict) to PATH with numpy.savez")
+    p.set_defaults(func=run_train)
+
+
+def _add_tune(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="measure peak memory, step time and gradients per segmentation; recommend one",
+        description="For each MODEL, measure one training step (forward + loss + backward) "
+        "plainly, with equal segment counts (1, 2, 4, sqrt(n), n stages) and with the "
+        "planner's choice under each budget: peak bytes, step time, recompute overhead and "
+        "whether every parameter's gradient equals the plain run's. Prints a table per model "
+        "and recommends the fastest configuration whose measured peak fits the smallest "
+        "budget (or, when none does, the least peak).",
+        epilog=SIZE_HELP + "; a percentage is of the plain step's peak.",
+    )
+    p.add_argument("model", nargs="+", metavar="MODEL", help=MODEL_HELP)
+    p.add_argument("--budgets", default="25%,50%,75%",
+                   help="comma-separated budgets for the planner, sizes or percentages of the "
+                   "plain peak (default: 25%%,50%%,75%%)")
+    p.add_argument("--size", choices=("small", "bench"), default="small",
+                   help="built-in model sizes: small (quick) or bench (the benchmark workloads "
+                   "W1-W3); default: small")
+    p.add_argument("--repeats", type=_count(1), default=3,
+                   help="timed steps per configuration, the best counts (default: 3)")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="draw peak memory against step time, one point per configuration "
+                   '(needs matplotlib: pip install "memgrad[plot]")')
+    p.add_argument("--timeline", metavar="FILE.png",
+                   help="draw bytes alive over one step for the plain and the recommended run "
+                   '(needs matplotlib: pip install "memgrad[plot]")')
+    p.add_argument("--json", action="store_true",
+                   help="print machine-readable JSON instead of tables")
+    p.set_defaults(func=run_tune)
+
+
+def _add_plan(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="print the planner's segmentation of a model under a budget",
+        description="Profile each stage of MODEL once and print the segmentation with the "
+        "least recomputation whose predicted peak fits --budget (the least peak without one): "
+        "segments, boundaries, sizes, the predicted peak and extra time, and the plain "
+        "step's measured peak for reference.",
+        epilog=SIZE_HELP + "; a percentage is of the plain step's peak.",
+    )
+    p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
+    p.add_argument("--budget", help="the memory budget of a step (default: none, least peak)")
+    p.add_argument("--size", choices=("small", "bench"), default="small",
+                   help="built-in model sizes (default: small)")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=run_plan)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``memgrad`` command, with one subparser per subcommand.
 
@@ -254,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the loss every N steps, 0 for only the summary (default: 100)",
     )
     demo.set_defaults(func=_demo)
+    _add_train(sub)
+    _add_tune(sub)
+    _add_plan(sub)
     return parser
 
 
@@ -262,7 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
         The exit status: 0 on success. Without a subcommand, prints the help and returns 0;
-        a bad subcommand or option exits with status 2 (argparse).
+        a bad subcommand or option exits with status 2 (argparse), and so does a
+        ``CliError`` (printed as one line on stderr).
 
     Example:
         >>> main(["demo", "--steps", "50", "--log-every", "0"])  # doctest: +SKIP
@@ -272,7 +383,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return args.func(args)
+    try:
+        return args.func(args)
+    except CliError as e:
+        print(f"memgrad {args.command}: error: {e}", file=sys.stderr)
+        return e.exit_status
 
 
 if __name__ == "__main__":

@@ -1,0 +1,111 @@
+"""``memgrad tune``: the sweep, its JSON, the recommendation, and the pictures."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memgrad.cli.tune import Config, _recommend, equal_counts
+
+ROOT = Path(__file__).resolve().parents[2]
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_tune_json_on_a_small_mlp(cli):
+    r = cli("tune", "mlp", "--json", "--repeats", "1")
+    assert r.returncode == 0, r.stderr
+    (result,) = json.loads(r.stdout)["models"]
+    assert result["model"] == "mlp" and result["stages"] == 16
+    configs = {c["name"]: c for c in result["configurations"]}
+    assert list(configs)[:4] == ["plain", "2 segments", "4 segments", "16 segments"]
+    assert [c["budget"] for c in result["configurations"][4:]] == ["25%", "50%", "75%"]
+    measured = [c for c in configs.values() if c["feasible"]]
+    assert all(c["grads_match"] and c["max_grad_diff"] == 0.0 for c in measured)
+    # checkpointing more of the chain keeps less alive
+    plain, two, four = (configs[k]["peak_bytes"] for k in ("plain", "2 segments", "4 segments"))
+    assert plain == result["plain_peak_bytes"]
+    assert four < two < plain
+    for c in result["configurations"][4:]:
+        assert c["budget_bytes"] == int(plain * float(c["budget"].rstrip("%")) / 100)
+        if c["feasible"]:
+            assert c["predicted_peak_bytes"] <= c["budget_bytes"]
+            assert c["peak_bytes"] <= 1.10 * c["budget_bytes"]
+        else:
+            assert c["smallest_feasible_bytes"] > c["budget_bytes"]
+            assert c["peak_bytes"] is None
+    assert any(c["feasible"] for c in result["configurations"][4:])
+    assert result["recommended"] in configs and "fastest" in result["rule"]
+    for c in measured:
+        predicted, peak = c["predicted_peak_bytes"], c["peak_bytes"]
+        assert abs(predicted - peak) <= 0.15 * peak, c["name"]
+        assert c["seconds"] > 0 and c["overhead"] == pytest.approx(
+            c["seconds"] / result["plain_seconds"] - 1)
+
+
+def test_tune_table_of_a_factory_with_absolute_budgets(cli):
+    r = cli("tune", "tests.cli.factories:tiny", "--budgets", "300kB,1MB", "--repeats", "1")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "memgrad tune tests.cli.factories:tiny" in out
+    for name in ("plain", "2 segments", "6 segments", "plan <= 300kB", "plan <= 1MB"):
+        assert name in out
+    assert "exact" in out and "differ" not in out
+    assert "recommended: " in out
+
+
+@pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
+def test_tune_draws_the_pictures(cli, tmp_path):
+    plot, timeline = tmp_path / "tradeoff.png", tmp_path / "timeline.png"
+    r = cli("tune", "tests.cli.factories:tiny", "--repeats", "1", "--json",
+            "--plot", str(plot), "--timeline", str(timeline))
+    assert r.returncode == 0, r.stderr
+    json.loads(r.stdout)  # the pictures do not mix into the JSON
+    for path in (plot, timeline):
+        data = path.read_bytes()
+        assert data.startswith(PNG) and len(data) > 10_000
+
+
+def test_missing_matplotlib_is_one_line_and_exit_2(tmp_path):
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"  # makes `import matplotlib` fail
+        "from memgrad.cli.__main__ import main\n"
+        f"raise SystemExit(main(['tune', 'mlp', '--plot', {str(tmp_path / 'p.png')!r}]))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        'memgrad tune: error: --plot needs matplotlib, which is not installed; run: pip install '
+        '"memgrad[plot]"'
+    ]
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_equal_counts():
+    assert equal_counts(1) == [1]
+    assert equal_counts(3) == [1, 2, 3]
+    assert equal_counts(16) == [1, 2, 4, 16]
+    assert equal_counts(32) == [1, 2, 4, 6, 32]
+
+
+def _config(name: str, peak: int, seconds: float, diff: float = 0.0) -> Config:
+    return Config(name, "equal", [(0, 1)], peak=peak, seconds=seconds, grad_diff=diff)
+
+
+def test_recommend_the_fastest_that_fits_the_smallest_budget_any_fits():
+    plain, two, four = _config("plain", 100, 1.0), _config("2", 70, 1.2), _config("4", 50, 1.4)
+    best, rule = _recommend([plain, two, four], [("50%", 50), ("75%", 75)])
+    assert best is four and "50%" in rule
+    best, rule = _recommend([plain, two, four], [("40%", 40), ("75%", 75)])
+    assert best is two and "none fits 40%" in rule
+    best, rule = _recommend([plain, two, four], [("10%", 10)])
+    assert best is four and "least measured peak" in rule
+    inexact = _config("inexact", 10, 0.1, diff=1e-3)
+    best, _ = _recommend([plain, two, inexact], [("50%", 50)])
+    assert best is two  # gradients that differ from the plain run are never recommended
