@@ -10,8 +10,7 @@ reported after ``--warmup`` runs.
 
 The kernels (im2col, col2im, max pooling and its backward scatter) are timed against their
 NumPy references on the W3 shapes, at the batch chunk ``memgrad.ops.conv`` hands them and at
-the full batch, on one thread and split over two threads as the ops run them; a kernel is
-worth keeping only at >= 2x its NumPy formulation.
+the full batch; a kernel is worth keeping only at >= 2x its NumPy formulation.
 
 Prints one JSON line per measurement, then a plain-text table. PyTorch (eager, CPU,
 ``--torch-threads`` threads, two by default) is measured when ``import torch`` works; it is a
@@ -127,12 +126,10 @@ def torch_cases(threads: int = 2) -> tuple[dict[str, Callable[[], None]], str]:
 
 
 class KernelCase(NamedTuple):
-    """One kernel call on the W3 shapes: ``run(start, stop)`` does planes ``[start, stop)``."""
+    """One kernel call on the W3 shapes and the same computation in NumPy."""
 
-    run: Callable[[int, int], Any]
+    run: Callable[[], Any]
     reference: Callable[[], Any]
-    planes: int
-    work: int  # elements written, as ``memgrad.ops.conv`` passes it to its thread split
     shape: str
 
 
@@ -153,13 +150,12 @@ def kernel_cases() -> dict[str, KernelCase]:
         gx = np.empty_like(x)
         shape = f"N={n}, 3x3, pad 1"
         out[f"im2col/{label}"] = KernelCase(
-            lambda a, b, x=x, col=col: conv_kernels.im2col(x, col, 1, 1, 1, 1, 1, 1, a, b),
-            lambda x=x: conv_kernels.im2col_reference(x, 3, 3, 1, 1, 1, 1, 1, 1),
-            n * CHANNELS, col.size, shape)
+            lambda x=x, col=col: conv_kernels.im2col(x, col, 1, 1, 1, 1, 1, 1),
+            lambda x=x: conv_kernels.im2col_reference(x, 3, 3, 1, 1, 1, 1, 1, 1), shape)
         out[f"col2im/{label}"] = KernelCase(
-            lambda a, b, col=col, gx=gx: conv_kernels.col2im(col, gx, 1, 1, 1, 1, 1, 1, a, b),
+            lambda col=col, gx=gx: conv_kernels.col2im(col, gx, 1, 1, 1, 1, 1, 1),
             lambda col=col, x=x: conv_kernels.col2im_reference(col, x.shape, 1, 1, 1, 1, 1, 1),
-            n * CHANNELS, col.size, shape)
+            shape)
     x = rng.standard_normal((BATCH, CHANNELS, SIZE, SIZE)).astype(np.float32)
     half = (BATCH, CHANNELS, SIZE // 2, SIZE // 2)
     pooled, argmax = np.empty(half, np.float32), np.empty(half, np.int64)
@@ -168,23 +164,22 @@ def kernel_cases() -> dict[str, KernelCase]:
     pool_kernels.max_pool2d(x, pooled, argmax, 2, 2, 2, 2, 0, 0, 1, 1)
     shape = f"N={BATCH}, 2x2, stride 2"
     out["max_pool2d/batch"] = KernelCase(
-        lambda a, b: pool_kernels.max_pool2d(x, pooled, argmax, 2, 2, 2, 2, 0, 0, 1, 1, a, b),
-        lambda: pool_kernels.max_pool2d_reference(x, 2, 2, 2, 2, 0, 0, 1, 1),
-        BATCH * CHANNELS, x.size, shape)
+        lambda: pool_kernels.max_pool2d(x, pooled, argmax, 2, 2, 2, 2, 0, 0, 1, 1),
+        lambda: pool_kernels.max_pool2d_reference(x, 2, 2, 2, 2, 0, 0, 1, 1), shape)
     out["max_pool2d_backward/batch"] = KernelCase(
-        lambda a, b: pool_kernels.max_pool2d_backward(g, argmax, gx, a, b),
-        lambda: pool_kernels.max_pool2d_backward_reference(g, argmax, x.shape),
-        BATCH * CHANNELS, x.size, shape)
+        lambda: pool_kernels.max_pool2d_backward(g, argmax, gx),
+        lambda: pool_kernels.max_pool2d_backward_reference(g, argmax, x.shape), shape)
     return out
 
 
 def round_robin(fns: dict[str, Callable[[], Any]], repeats: int, warmup: int,
-                settle: float = 0.02) -> dict[str, tuple[float, float]]:
+                settle: float = 0.02, collect: bool = True) -> dict[str, tuple[float, float]]:
     """Time every function ``repeats`` times, one run of each in turn, after ``warmup`` runs.
 
     Each timed run starts ``settle`` seconds after the previous one ended, so that thread
     pools left spinning by one framework (OpenMP workers spin for a while after a parallel
-    region) do not slow down the next one.
+    region) do not slow down the next one, and (with ``collect``) after a garbage collection,
+    so that no framework pays for another's garbage.
 
     Returns:
         ``{name: (best, median)}`` wall time of one call, in seconds.
@@ -200,8 +195,10 @@ def round_robin(fns: dict[str, Callable[[], Any]], repeats: int, warmup: int,
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            gc.collect()
-            time.sleep(settle)
+            if collect:
+                gc.collect()
+            if settle:
+                time.sleep(settle)
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
@@ -237,16 +234,14 @@ def _table(rows: list[dict], machine: dict, note: str | None) -> str:
         tcell = f"{theirs['ms']:.1f} ({theirs['median_ms']:.1f})" if theirs else "-"
         ratio = f"{ours['ms'] / theirs['ms']:.2f}x" if theirs else "-"
         lines.append(f"{mode:<16}{cell:>18}{tcell:>18}{ratio:>8}")
-    lines += ["", f"{'kernel':<26}{'shape':<21}{'1 thread':>9}{'split':>9}{'numpy':>9}"
-              f"{'speedup':>9}"]
+    lines += ["", f"{'kernel':<26}{'shape':<21}{'numba':>9}{'numpy':>9}{'speedup':>9}"]
     for r in rows:
         if r["bench"] == "conv_kernel" and r["framework"] == "numba":
-            split = by[("conv_kernel", "numba-split", r["mode"])]["ms"]
             ref = by[("conv_kernel", "numpy", r["mode"])]["ms"]
-            lines.append(f"{r['mode']:<26}{r['shape']:<21}{r['ms']:>9.3f}{split:>9.3f}"
-                         f"{ref:>9.3f}{ref / min(r['ms'], split):>8.2f}x")
-    lines.append(f"(split: one call over two threads, as memgrad.ops.conv runs it; speedup: "
-                 f"NumPy over the faster; a kernel is kept at >= {KERNEL_TARGET:g}x)")
+            lines.append(f"{r['mode']:<26}{r['shape']:<21}{r['ms']:>9.3f}{ref:>9.3f}"
+                         f"{ref / r['ms']:>8.2f}x")
+    lines.append(f"(a kernel is kept at >= {KERNEL_TARGET:g}x its NumPy formulation at the shape "
+                 "the op hands it: the chunk for im2col/col2im)")
     step = by[("conv", "memgrad", "w3_step")]["ms"]
     theirs = by.get(("conv", "pytorch", "w3_step"))
     lines.append("")
@@ -294,11 +289,10 @@ def main(argv: list[str] | None = None) -> int:
         for fw, (best, median) in round_robin(group, args.repeats, args.warmup).items():
             rows.append(_row("conv", fw, versions[fw], mode, best, median, args, machine))
     for name, case in kernel_cases().items():
-        timed = round_robin({
-            "numba": lambda c=case: c.run(0, c.planes),
-            "numba-split": lambda c=case: conv_ops._split(c.run, c.planes, c.work),
-            "numpy": case.reference,
-        }, args.repeats, args.warmup)
+        # no pause or collection between runs: no thread pool is involved, and either would
+        # leave the caches colder than the op's own calls find them
+        timed = round_robin({"numba": case.run, "numpy": case.reference}, args.repeats,
+                            args.warmup, settle=0, collect=False)
         for fw, (best, median) in timed.items():
             rows.append(_row("conv_kernel", fw, "", name, best, median, args, machine,
                              shape=case.shape))

@@ -5,8 +5,7 @@ The argmax is a flat index into the (H, W) plane of the input, as PyTorch's
 ``return_indices`` gives it. Padding counts as ``-inf``; a window with no input element in
 it (possible only with dilation) gets ``-inf`` and index -1, which the scatter skips. Ties
 go to the first element in row-major window order; a NaN wins over any number (the first
-NaN), so NaNs propagate as in PyTorch. Like the conv kernels, both take a range of
-(sample, channel) planes so that one call can be split over two threads.
+NaN), so NaNs propagate as in PyTorch. Both kernels are serial, like the conv kernels.
 """
 
 import numpy as np
@@ -21,13 +20,20 @@ __all__ = [
 
 
 @njit(cache=True, nogil=True)
-def max_pool2d(x, out, indices, kh, kw, sh, sw, ph, pw, dh, dw, start=0, stop=-1):
+def max_pool2d(x, out, indices, kh, kw, sh, sw, ph, pw, dh, dw):
     """Fill ``out`` and ``indices`` (N, C, OH, OW) with the window maxima of ``x``
-    (N, C, H, W) and their flat (H, W) positions, for the (sample, channel) planes
-    ``start <= n*C + c < stop`` (``stop=-1``: all). Returns ``(out, indices)``."""
+    (N, C, H, W) and their flat (H, W) positions. Returns ``(out, indices)``.
+
+    Example:
+        >>> x = np.arange(9.0).reshape(1, 1, 3, 3)
+        >>> out, at = max_pool2d(x, np.empty((1, 1, 1, 1)), np.empty((1, 1, 1, 1), np.int64),
+        ...                      2, 2, 2, 2, 0, 0, 1, 1)
+        >>> out.item(), at.item()
+        (4.0, 4)
+    """
     n_, c_, h, w = x.shape
     oh, ow = out.shape[2], out.shape[3]
-    for task in range(start, n_ * c_ if stop < 0 else stop):
+    for task in range(n_ * c_):
         n, c = task // c_, task % c_
         plane = x[n, c]
         for oy in range(oh):
@@ -54,16 +60,26 @@ def max_pool2d(x, out, indices, kh, kw, sh, sw, ph, pw, dh, dw, start=0, stop=-1
 
 
 @njit(cache=True, nogil=True)
-def max_pool2d_backward(g, indices, out, start=0, stop=-1):
+def max_pool2d_backward(g, indices, out):
     """Zero ``out`` (N, C, H, W), then add each ``g[n, c, oy, ox]`` at the flat position
-    ``indices[n, c, oy, ox]`` of plane ``(n, c)`` (repeats summed, -1 skipped), for the planes
-    ``start <= n*C + c < stop`` (``stop=-1``: all). Returns ``out``."""
+    ``indices[n, c, oy, ox]`` of plane ``(n, c)`` (repeats summed, -1 skipped). Returns
+    ``out``.
+
+    Example:
+        >>> at = np.array([[[[4]]]])
+        >>> max_pool2d_backward(np.ones((1, 1, 1, 1)), at, np.empty((1, 1, 3, 3)))[0, 0]
+        array([[0., 0., 0.],
+               [0., 1., 0.],
+               [0., 0., 0.]])
+    """
     n_, c_, h, w = out.shape
     oh, ow = g.shape[2], g.shape[3]
-    for task in range(start, n_ * c_ if stop < 0 else stop):
+    for task in range(n_ * c_):
         n, c = task // c_, task % c_
         plane = out[n, c]
-        plane[:, :] = 0
+        for iy in range(h):  # explicit loops: numba's 2-D slice assignment is slower
+            for ix in range(w):
+                plane[iy, ix] = 0
         for oy in range(oh):
             for ox in range(ow):
                 k = indices[n, c, oy, ox]

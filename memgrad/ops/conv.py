@@ -22,22 +22,22 @@ benchmark's 16x32x32x32 input), while recomputing them in ``conv2d_weight_grad``
 im2col pass (about 1 ms there, against about 3.5 ms for each of the layer's three GEMMs).
 
 Scratch: columns and GEMM results live in per-thread buffers that are reused from call to
-call (a fresh 19 MB array costs more in page faults than the im2col that fills it; see
+call (fresh columns would cost more in page faults than the im2col that fills them; see
 DESIGN.md, house style 11). Results are always fresh arrays, never views of scratch. The
-batch is processed in chunks of at most ``_CHUNK_BYTES`` of columns, which bounds the
-scratch and keeps each chunk's columns in the last-level cache between the im2col that
-writes them and the GEMM that reads them.
+batch is processed in chunks of at most ``_CHUNK_BYTES`` of columns (3 samples for W3),
+which bounds the scratch and keeps a chunk's columns in the last-level cache between the
+im2col that writes them and the GEMM that reads them: the W3 step took 119 ms with 4 MiB
+chunks, 125 ms with 8 MiB and 156 ms unchunked. The scratch is not tensor storage, so
+``mg.memory`` does not count it.
 
-NOTE [ Kernel threads ]
-The numba kernels are serial, not compiled with ``parallel=True``: numba's OpenMP workers
-spin for milliseconds after each parallel region, taking the two cores of the machines this
-library targets from OpenBLAS's threads in the GEMM that follows (the W3 step ran 3x slower:
-590 ms against 180 ms), and a forked child (a data-loader worker) that starts a parallel
-region after its parent did is killed by GNU OpenMP. Instead every kernel takes a range of
-(sample, channel) planes, and ``_split`` runs half of a call on one helper thread (a
-``ThreadPoolExecutor`` worker, asleep when idle; the kernels release the GIL): about 7% off
-the W3 step against running them on the calling thread alone. Small calls stay on the
-calling thread.
+NOTE [ Serial kernels ]
+The numba kernels run on the calling thread only. Compiled with ``parallel=True`` they made
+the W3 step three times slower (590 ms against 180 ms on a busy 2-core machine): numba's OpenMP
+workers spin for milliseconds after each parallel region, taking the cores from OpenBLAS's
+threads in the GEMM that follows. (And a forked child, a data-loader worker, that starts a
+parallel region after its parent did is killed by GNU OpenMP.) Splitting each call between
+the calling thread and a helper thread was slower too (141 ms against 134 ms): the kernels
+are short next to the GEMMs, which already keep both cores busy.
 
 Max pooling keeps its input rather than the argmax: the input is usually kept anyway by the
 op that produced it (``relu`` keeps its output), while an int64 argmax would be new memory
@@ -48,7 +48,7 @@ gathers at the same positions).
 
 from __future__ import annotations
 
-import os
+import math
 import threading
 
 import numpy as np
@@ -73,41 +73,10 @@ _CHUNK_BYTES = 4 << 20
 
 _scratch = threading.local()
 
-# kernel calls with less work than this (elements written) run on the calling thread only
-_SPLIT_MIN = 1 << 16
-
-_helper = None  # the one worker thread of NOTE [ Kernel threads ], made on first use
-
-
-def _forget_helper() -> None:
-    global _helper
-    _helper = None  # a forked child has the executor but not its thread
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_helper)
-
-
-def _split(kernel, planes: int, work: int, *args) -> None:
-    """Run ``kernel(*args, start, stop)`` over planes ``[0, planes)``: half on the helper
-    thread, half on this one (see NOTE [ Kernel threads ])."""
-    global _helper
-    if work < _SPLIT_MIN or planes < 2:
-        kernel(*args, 0, planes)
-        return
-    if _helper is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _helper = ThreadPoolExecutor(1, thread_name_prefix="memgrad-kernel")
-    mid = planes // 2
-    other = _helper.submit(kernel, *args, mid, planes)
-    kernel(*args, 0, mid)
-    other.result()
-
 
 def _buffer(slot: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
     """A reusable per-thread scratch array of ``shape``; its contents are undefined."""
-    size = int(np.prod(shape))
+    size = math.prod(shape)
     pool = _scratch.__dict__.setdefault("pool", {})
     key = (slot, dtype)
     buf = pool.get(key)
@@ -131,8 +100,7 @@ def _columns(x: np.ndarray, kh: int, kw: int, oh: int, ow: int, stride, padding,
 
     n, c = x.shape[0], x.shape[1]
     col = _buffer("col", (c, kh, kw, n, oh, ow), x.dtype)
-    _split(im2col, n * c, col.size, x, col, *stride, *padding, *dilation)
-    return col
+    return im2col(x, col, *stride, *padding, *dilation)
 
 
 def _grad_rows(g: np.ndarray, n0: int, n1: int, groups: int) -> np.ndarray:
@@ -147,8 +115,8 @@ def _grad_rows(g: np.ndarray, n0: int, n1: int, groups: int) -> np.ndarray:
 # ---------------------------------------------------------------------------- conv2d
 
 
-# kind="matmul": a GEMM over im2col columns, as costly to recompute as a matmul
-@primitive("conv2d", saves={"x": (1,), "weight": (0,)}, kind="matmul")
+# kind="conv": a GEMM over im2col columns, which checkpoint policies treat like a matmul
+@primitive("conv2d", saves={"x": (1,), "weight": (0,)}, kind="conv")
 def _conv2d(x, weight, bias, *, stride, padding, dilation, groups):
     x = np.ascontiguousarray(x)
     n, c, h, w = x.shape
@@ -182,10 +150,21 @@ def _(g, out, needs, x, weight, bias, stride, padding, dilation, groups):
     return gx, gw, gb
 
 
-@primitive("conv2d_input_grad", saves={"g": (1,), "weight": (0,)}, kind="matmul")
+@primitive("conv2d_input_grad", saves={"g": (1,), "weight": (0,)}, kind="conv")
 def conv2d_input_grad(g, weight, *, input_shape, stride, padding, dilation, groups):
     """The gradient of ``conv2d`` with respect to its input (a transposed convolution):
-    ``weight^T @ g`` as columns, summed back into ``input_shape`` by col2im."""
+    ``weight^T @ g`` as columns, summed back into ``input_shape`` by col2im.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.conv import conv2d_input_grad
+        >>> g, w = mg.ones(1, 1, 2, 2), mg.ones(1, 1, 2, 2)
+        >>> conv2d_input_grad(g, w, input_shape=(1, 1, 3, 3), stride=(1, 1), padding=(0, 0),
+        ...                   dilation=(1, 1), groups=1)
+        tensor([[[[1., 2., 1.],
+                  [2., 4., 2.],
+                  [1., 2., 1.]]]])
+    """
     from memgrad._kernels.conv import col2im
 
     n, c, _, _ = input_shape
@@ -198,8 +177,7 @@ def conv2d_input_grad(g, weight, *, input_shape, stride, padding, dilation, grou
         m = n1 - n0
         col = _buffer("col", (groups, kg, m * oh * ow), g.dtype)
         np.matmul(wt, _grad_rows(g, n0, n1, groups), out=col)
-        _split(col2im, m * c, col.size, col.reshape(c, kh, kw, m, oh, ow), gx[n0:n1], *stride,
-               *padding, *dilation)
+        col2im(col.reshape(c, kh, kw, m, oh, ow), gx[n0:n1], *stride, *padding, *dilation)
     return gx
 
 
@@ -211,10 +189,20 @@ def _(gg, out, needs, g, weight, input_shape, stride, padding, dilation, groups)
     return d_g, d_w
 
 
-@primitive("conv2d_weight_grad", saves={"x": (1,), "g": (0,)}, kind="matmul")
+@primitive("conv2d_weight_grad", saves={"x": (1,), "g": (0,)}, kind="conv")
 def conv2d_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups):
     """The gradient of ``conv2d`` with respect to its weight: ``g @ columns(x)^T``, with the
-    columns recomputed from ``x`` (see NOTE [ Convolution as one GEMM ])."""
+    columns recomputed from ``x`` (see NOTE [ Convolution as one GEMM ]).
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.conv import conv2d_weight_grad
+        >>> x, g = mg.arange(9.0).reshape(1, 1, 3, 3), mg.ones(1, 1, 2, 2)
+        >>> conv2d_weight_grad(x, g, weight_shape=(1, 1, 2, 2), stride=(1, 1), padding=(0, 0),
+        ...                    dilation=(1, 1), groups=1)
+        tensor([[[[ 8., 12.],
+                  [20., 24.]]]])
+    """
     x = np.ascontiguousarray(x)
     n, c, _, _ = x.shape
     co, _, kh, kw = weight_shape
@@ -331,9 +319,8 @@ def _pool(x: np.ndarray, kernel_size, stride, padding, dilation, indices=None):
     out = np.empty((n, c, oh, ow), dtype=x.dtype)
     if indices is None:
         indices = _buffer("argmax", out.shape, np.dtype(np.int64))
-    _split(kernel, n * c, x.size, np.ascontiguousarray(x), out, indices, *kernel_size, *stride,
-           *padding, *dilation)
-    return out, indices
+    return kernel(np.ascontiguousarray(x), out, indices, *kernel_size, *stride, *padding,
+                  *dilation)
 
 
 @primitive("max_pool2d", saves={"x": (0,)}, kind="reduce")
@@ -351,13 +338,20 @@ def _(g, out, needs, x, kernel_size, stride, padding, dilation):
 @primitive("max_pool2d_backward", saves={"indices": (0,)}, kind="movement")
 def max_pool2d_backward(g, indices, *, input_shape):
     """Zeros of ``input_shape`` with each ``g[n, c, i, j]`` added at the flat position
-    ``indices[n, c, i, j]`` of plane ``(n, c)``: the backward of max pooling."""
+    ``indices[n, c, i, j]`` of plane ``(n, c)``: the backward of max pooling.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.conv import max_pool2d_backward
+        >>> g, at = mg.tensor([[[[1.0, 2.0]]]]), mg.tensor([[[[3, 3]]]])
+        >>> max_pool2d_backward(g, at, input_shape=(1, 1, 2, 2))
+        tensor([[[[0., 0.],
+                  [0., 3.]]]])
+    """
     from memgrad._kernels.pool import max_pool2d_backward as kernel
 
     out = np.empty(input_shape, dtype=g.dtype)
-    n, c = input_shape[0], input_shape[1]
-    _split(kernel, n * c, out.size, np.ascontiguousarray(g), np.ascontiguousarray(indices), out)
-    return out
+    return kernel(np.ascontiguousarray(g), np.ascontiguousarray(indices), out)
 
 
 @max_pool2d_backward.vjp

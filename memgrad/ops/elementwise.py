@@ -232,7 +232,8 @@ def relu(x):
 
 @relu.vjp
 def _(g, out, needs, x):
-    return (where(out > 0, g, 0.0),)
+    # a multiply by the mask: several times faster than np.where with a scalar
+    return (g * (out > 0),)
 
 
 @primitive("maximum", saves={"x": (0, 1), "y": (0, 1)}, broadcasting=True)

@@ -81,7 +81,7 @@ def test_max_pool2d_nan_wins_and_padding_never_does():
     assert out[0, 0, 2, 2] == -6.0
 
 
-def test_window_of_padding_only_gets_minus_inf_and_is_skipped_by_the_scatter():
+def test_window_of_padding_only_gets_minus_inf_and_is_skipped_by_themax_pool2d_backward():
     # kernel 2 with dilation 3 and padding 1 on a length-2 axis reads padded positions 0 and 3
     x = np.array([[[[1.0, 2.0]]]])
     out, indices = _pool(x, (1, 2), (1, 1), (0, 1), (1, 3), (1, 1))
@@ -89,26 +89,3 @@ def test_window_of_padding_only_gets_minus_inf_and_is_skipped_by_the_scatter():
     grad = max_pool2d_backward(np.ones((1, 1, 1, 1)), indices, np.empty_like(x))
     np.testing.assert_array_equal(grad, np.zeros_like(x))
 
-
-@settings(max_examples=25, deadline=None)
-@given(geo=geometries(), seed=st.integers(0, 2**32 - 1), cut=st.floats(0, 1))
-def test_two_plane_ranges_do_what_one_call_does(geo, seed, cut):
-    """The ops split a call over two threads by plane ranges: the halves must cover it."""
-    shape, kernel, stride, padding, dilation, out_size = geo
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape)
-    planes = shape[0] * shape[1]
-    mid = int(cut * planes)
-    out = np.full(shape[:2] + out_size, np.nan)
-    indices = np.full(out.shape, -7, dtype=np.int64)
-    args = (*kernel, *stride, *padding, *dilation)
-    max_pool2d(x, out, indices, *args, mid, planes)
-    max_pool2d(x, out, indices, *args, 0, mid)
-    want, want_indices = _pool(x, kernel, stride, padding, dilation, out_size)
-    np.testing.assert_array_equal(out, want)
-    np.testing.assert_array_equal(indices, want_indices)
-    g = rng.standard_normal(out.shape)
-    grad = np.full(shape, np.nan)
-    max_pool2d_backward(g, indices, grad, 0, mid)
-    max_pool2d_backward(g, indices, grad, mid, planes)
-    np.testing.assert_array_equal(grad, max_pool2d_backward(g, indices, np.empty(shape)))
