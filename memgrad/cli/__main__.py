@@ -279,6 +279,14 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_train)
 
 
+def _add_grads(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--grads", choices=("cleared", "in-place"), default="cleared",
+                   help="before each step, set the gradients to None so that backward "
+                   "allocates them (cleared, as zero_grad()), or zero them in place so "
+                   "that only activations and transients count (in-place, as "
+                   "zero_grad(set_to_none=False)); default: cleared")
+
+
 def _add_tune(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tune",
@@ -306,6 +314,7 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeline", metavar="FILE.png",
                    help="draw bytes alive over one step for the plain and the recommended run "
                    '(needs matplotlib: pip install "memgrad[plot]")')
+    _add_grads(p)
     p.add_argument("--json", action="store_true",
                    help="print machine-readable JSON instead of tables")
     p.set_defaults(func=run_tune)
@@ -325,6 +334,7 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", help="the memory budget of a step (default: none, least peak)")
     p.add_argument("--size", choices=("small", "bench"), default="small",
                    help="built-in model sizes (default: small)")
+    _add_grads(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(func=run_plan)
 

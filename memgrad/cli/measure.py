@@ -26,7 +26,8 @@ from memgrad.checkpoint import Plan, checkpoint_sequential
 from memgrad.memory import TimelineEntry
 
 __all__ = [
-    "StepResult", "accounting", "run_step", "measure_step", "time_step", "compare_grads",
+    "StepResult", "accounting", "run_step",
+    "clear_grads", "measure_step", "time_step", "compare_grads",
 ]
 
 Segments = int | Plan | None
@@ -87,9 +88,15 @@ def run_step(
     return loss.item()
 
 
+def clear_grads(model: nn.Sequential, in_place: bool) -> None:
+    """Before a step: gradients set to None (backward allocates them), or, ``in_place``,
+    zeroed where they exist (they are allocated by a first step and then reused)."""
+    model.zero_grad(set_to_none=not in_place)
+
+
 def measure_step(
     model: nn.Sequential, x: mg.Tensor, loss_fn: Callable[[mg.Tensor], mg.Tensor],
-    segments: Segments,
+    segments: Segments, in_place: bool = False,
 ) -> StepResult:
     """Run one step from cleared gradients under ``mg.memory.track()``, and keep a copy of
     the gradients it made. The time includes the tracker's cost; use ``time_step`` for a
@@ -101,7 +108,7 @@ def measure_step(
         >>> measure_step(model, x, loss_fn, None).peak > 0
         True
     """
-    model.zero_grad()
+    clear_grads(model, in_place)
     with mg.memory.track() as trace:
         start = time.perf_counter()
         loss = run_step(model, x, loss_fn, segments)
@@ -111,7 +118,7 @@ def measure_step(
         for name, p in model.named_parameters()
         if p.grad is not None
     }
-    model.zero_grad()
+    clear_grads(model, in_place)
     return StepResult(
         trace.peak_above_start, seconds, loss, grads, trace.timeline, trace.start_bytes
     )
@@ -119,7 +126,7 @@ def measure_step(
 
 def time_step(
     model: nn.Sequential, x: mg.Tensor, loss_fn: Callable[[mg.Tensor], mg.Tensor],
-    segments: Segments,
+    segments: Segments, in_place: bool = False,
 ) -> float:
     """The time of one untracked step from cleared gradients, in seconds (take the best of
     several, interleaved with the configurations it is compared with).
@@ -130,11 +137,11 @@ def time_step(
         >>> time_step(model, x, loss_fn, 1) > 0
         True
     """
-    model.zero_grad()
+    clear_grads(model, in_place)
     start = time.perf_counter()
     run_step(model, x, loss_fn, segments)
     seconds = time.perf_counter() - start
-    model.zero_grad()
+    clear_grads(model, in_place)
     return seconds
 
 

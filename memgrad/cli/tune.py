@@ -23,7 +23,14 @@ from rich.table import Table
 from memgrad import nn
 from memgrad.checkpoint import Plan, StageProfile, plan_from_profile, predict, profile
 from memgrad.checkpoint.sequential import segment_bounds
-from memgrad.cli.measure import StepResult, accounting, compare_grads, measure_step, time_step
+from memgrad.cli.measure import (
+    StepResult,
+    accounting,
+    compare_grads,
+    measure_step,
+    run_step,
+    time_step,
+)
 from memgrad.cli.output import (
     CliError,
     Curve,
@@ -160,7 +167,7 @@ def equal_counts(n: int) -> list[int]:
     return sorted({k for k in (1, 2, 4, round(math.sqrt(n)), n) if 1 <= k <= n})
 
 
-def plain_step(workload: Workload) -> StepResult:
+def plain_step(workload: Workload, in_place: bool = False) -> StepResult:
     """Measure the plain step, turning any failure of the user's model or loss into a
     ``CliError``; it also warms up compiled kernels before anything is timed.
 
@@ -169,7 +176,9 @@ def plain_step(workload: Workload) -> StepResult:
         True
     """
     try:
-        return measure_step(workload.model, workload.input, workload.loss_fn, None)
+        if in_place:  # a first step allocates the gradients that later steps zero in place
+            run_step(workload.model, workload.input, workload.loss_fn, None)
+        return measure_step(workload.model, workload.input, workload.loss_fn, None, in_place)
     except Exception as e:
         raise CliError(
             f"one training step of {workload.name} failed: {type(e).__name__}: {first_line(e)}; "
@@ -201,7 +210,9 @@ def choose_plan(
         ) from None
 
 
-def sweep(workload: Workload, budgets: Sequence[Size], repeats: int = 3) -> TuneResult:
+def sweep(
+    workload: Workload, budgets: Sequence[Size], repeats: int = 3, in_place: bool = False
+) -> TuneResult:
     """Measure one step of ``workload`` plainly, with each of ``equal_counts`` and with the
     planner's choice under each budget (a percentage is of the plain peak). Each measured
     configuration runs once under the tracker (peak, timeline, gradients) and ``repeats``
@@ -215,8 +226,8 @@ def sweep(workload: Workload, budgets: Sequence[Size], repeats: int = 3) -> Tune
     model, x, loss_fn = workload.model, workload.input, workload.loss_fn
     n = len(workload.stages)
     with accounting():  # one scan of live objects for all the tracked runs
-        plain_result = plain_step(workload)
-        profiles = profile(workload.stages, x)
+        plain_result = plain_step(workload, in_place)
+        profiles = profile(workload.stages, x)  # follows the gradients' state (in_place)
         resolved = [(str(b), b.resolve(plain_result.peak)) for b in budgets]
         runs = _configurations(profiles, resolved)
         # tracked runs first (peak, timeline, gradients), then the timed runs round-robin,
@@ -228,14 +239,14 @@ def sweep(workload: Workload, budgets: Sequence[Size], repeats: int = 3) -> Tune
                 continue
             first[tuple(c.bounds)] = c
             result = (plain_result if segments is None
-                      else measure_step(model, x, loss_fn, segments))
+                      else measure_step(model, x, loss_fn, segments, in_place))
             c.peak, c.timeline, c.start_bytes = result.peak, result.timeline, result.start_bytes
             c.grad_diff = compare_grads(plain_result.grads, result.grads)
             c.seconds = float("inf")
             timed.append((c, segments))
     for _ in range(repeats):
         for c, segments in timed:
-            c.seconds = min(c.seconds, time_step(model, x, loss_fn, segments))
+            c.seconds = min(c.seconds, time_step(model, x, loss_fn, segments, in_place))
     for c, _ in runs:
         done = first.get(tuple(c.bounds or ()))
         if done is not None and done is not c:  # the same segmentation under another name
@@ -360,14 +371,16 @@ def run_tune(args: argparse.Namespace) -> int:
     if plot or timeline:
         require_matplotlib("--plot" if plot else "--timeline")
     workloads = [load_workload(spec, args.size) for spec in args.model]
+    in_place = args.grads == "in-place"
     out = console()
     results = []
     for w in workloads:
         if not args.json:
+            grads = "gradients zeroed in place" if in_place else "from cleared gradients"
             out.print(f"measuring {w.title}: one training step (forward + loss + backward, "
-                      f"from cleared gradients) per configuration, best of {args.repeats} "
-                      "timed...", style="dim")
-        result = sweep(w, budgets, args.repeats)
+                      f"{grads}) per configuration, best of {args.repeats} timed...",
+                      style="dim")
+        result = sweep(w, budgets, args.repeats, in_place)
         results.append(result)
         if not args.json:
             out.print(_table(result))
@@ -420,7 +433,7 @@ def run_plan(args: argparse.Namespace) -> int:
         raise CliError(f"--budget: {e}") from None
     w = load_workload(args.model, args.size)
     with accounting():
-        plain = plain_step(w)
+        plain = plain_step(w, args.grads == "in-place")
         profiles = profile(w.stages, w.input)
     if budget is None:
         p = plan_from_profile(profiles)
