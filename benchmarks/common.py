@@ -5,6 +5,7 @@ Each benchmark prints one JSON line per measurement (with the machine), then a t
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import gc
 import json
@@ -19,7 +20,7 @@ import numpy as np
 
 import memgrad as mg
 
-__all__ = ["machine_info", "best_time", "emit", "table", "torch_or_none"]
+__all__ = ["machine_info", "best_time", "emit", "table", "torch_or_none", "workload_args"]
 
 
 def _cpu_model() -> str:
@@ -135,3 +136,14 @@ def torch_or_none() -> Any:
         return None
     torch.set_num_threads(2)
     return torch
+
+
+def workload_args(doc: str, argv: list[str] | None, repeats: int, warmup: int) -> Any:
+    """The options every W1-W3 benchmark takes: --repeats, --warmup, --only, --small."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=repeats,
+                        help=f"timed steps (default: {repeats})")
+    parser.add_argument("--warmup", type=int, default=warmup, help="untimed steps first")
+    parser.add_argument("--only", default="W1,W2,W3", help="workloads to run")
+    parser.add_argument("--small", action="store_true", help="tiny sizes (a smoke run)")
+    return parser.parse_args(argv)

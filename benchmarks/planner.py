@@ -13,10 +13,8 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-
 from checkpointing import make_step, peak_bytes
-from common import best_time, emit, machine_info, table
+from common import best_time, emit, machine_info, table, workload_args
 from workloads import FULL, SMALL
 
 import memgrad as mg
@@ -30,12 +28,7 @@ FRACTIONS = (0.25, 0.50, 0.75)
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the JSON lines and the tables; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="timed steps (default: 3)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
-    parser.add_argument("--only", default="W1,W2,W3", help="workloads to run")
-    parser.add_argument("--small", action="store_true", help="tiny sizes (a smoke run)")
-    args = parser.parse_args(argv)
+    args = workload_args(__doc__, argv, repeats=3, warmup=1)
     machine = machine_info()
     faster = []
     for key in args.only.split(","):

@@ -14,11 +14,10 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from typing import Any
 
-from common import best_time, emit, machine_info, table, torch_or_none
+from common import best_time, emit, machine_info, table, torch_or_none, workload_args
 
 import memgrad as mg
 from memgrad.cli import models
@@ -123,12 +122,7 @@ def _torch_transformer(torch: Any, blocks: int, d_model: int, heads: int, seq: i
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the JSON lines and the table; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="timed steps (default: 5)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
-    parser.add_argument("--only", default="W1,W2,W3", help="workloads to run")
-    parser.add_argument("--small", action="store_true", help="tiny sizes (a smoke run)")
-    args = parser.parse_args(argv)
+    args = workload_args(__doc__, argv, repeats=5, warmup=2)
     machine = machine_info()
     torch = torch_or_none()
     sizes_of = SMALL if args.small else FULL
