@@ -136,10 +136,6 @@ class Node:
         target.append(fn)
         return RemovableHandle(target, fn)
 
-    def metadata_trace(self) -> str | None:
-        """Where the forward op was called (recorded in anomaly mode only)."""
-        return self._trace
-
 
 def _init_node(node: Node, next_functions: tuple, input_meta: tuple) -> None:
     node.next_functions = next_functions

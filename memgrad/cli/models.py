@@ -8,7 +8,6 @@ keep the command line quick.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -106,13 +105,3 @@ BUILTIN: dict[str, Callable[..., Workload]] = {
     "transformer": transformer,
     "convnet": convnet,
 }
-
-
-def stages_of(model: Any) -> list:
-    """The stages a model is cut into: the entries of an ``nn.Sequential``."""
-    if isinstance(model, nn.Sequential):
-        return list(model)
-    raise TypeError(
-        f"expected an nn.Sequential of stages, got {type(model).__name__}; wrap the model's "
-        "layers in nn.Sequential so it can be cut into segments"
-    )
