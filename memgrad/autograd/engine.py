@@ -9,7 +9,14 @@ NOTE [ Engine ]
 3. Ready nodes run in decreasing ``_sequence_nr`` order (later forward ops first;
    accumulators as soon as they are ready). Gradients for the same input are summed.
 4. Once a node has run its saved tensors are freed, unless ``retain_graph``.
-5. The engine keeps no state between calls: a node's backward may call ``backward`` or
+5. NOTE [ Accumulate in place ]: in a plain ``backward()`` (no ``inputs``, no
+   ``create_graph``), a node whose op declares ``accumulates`` gets, for those inputs that
+   are leaves with an existing ``.grad`` (a plain, contiguous tensor of the leaf's shape and
+   dtype, no hooks on the leaf or its accumulator), that ``.grad`` as a sink: it adds its
+   gradient there itself and returns None for it. A linear layer's weight gradient is then
+   never a whole separate array (it is added in row blocks), which is the largest transient
+   of a step whose gradients are zeroed in place.
+6. The engine keeps no state between calls: a node's backward may call ``backward`` or
    ``grad`` again (the reentrant checkpoint does), threads may run it at once on separate
    graphs, and nothing needs resetting after ``fork``.
 """
@@ -248,6 +255,7 @@ def _execute(
     state.engine_call = call
     anomaly = state.anomaly
     heappop, heappush = heapq.heappop, heapq.heappush
+    direct = captures is None and not create_graph and call == "backward"
     try:
         while True:
             if nxt is not None:
@@ -270,7 +278,13 @@ def _execute(
             if buf is None:
                 out = (None,) * len(node.next_functions)
             elif node._hooks is None and not anomaly:
-                out = node.apply(buf)
+                sinks = _sinks(node) if direct and node.sink_inputs else None
+                if sinks:
+                    out = node.apply(buf, sinks)
+                    for t in sinks.values():
+                        t._bump_version()
+                else:
+                    out = node.apply(buf)
                 meta = node._input_meta
                 if len(out) != len(meta):
                     out = _validate(node, out)
@@ -316,6 +330,30 @@ def _execute(
     finally:
         state.grad_enabled = prev
         state.engine_call = prev_call
+
+
+def _sinks(node: Node) -> dict[int, Tensor]:
+    """The existing ``.grad`` tensors ``node`` may add into (NOTE [ Accumulate in place ])."""
+    sinks = {}
+    for i in node.sink_inputs:
+        acc = node.next_functions[i][0]
+        if acc.__class__ is not AccumulateGrad or acc._hooks is not None:
+            continue
+        leaf = acc.variable
+        g = leaf.grad
+        if (
+            g is None
+            or g.__class__ is not Tensor
+            or g._requires_grad
+            or getattr(leaf, "_hooks", None)
+            or g._data.shape != leaf._data.shape
+            or g._data.dtype != leaf._data.dtype
+            or not g._data.flags.c_contiguous
+            or not g._data.flags.writeable
+        ):
+            continue
+        sinks[i] = g
+    return sinks
 
 
 def _dependencies(roots: list[Node]) -> tuple[dict[Node, int], set]:

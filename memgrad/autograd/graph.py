@@ -97,6 +97,9 @@ class Node:
     num_outputs = 1
     # whether a gradient of a broadcast shape is summed back to its input's shape
     broadcasts = False
+    # inputs whose gradient apply() can add into an existing .grad (NOTE [ Accumulate in
+    # place ] in engine.py)
+    sink_inputs: tuple[int, ...] = ()
 
     def name(self) -> str:
         return type(self).__name__

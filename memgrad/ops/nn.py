@@ -60,7 +60,7 @@ def _check_float(input: Tensor, api: str) -> None:
 # ---------------------------------------------------------------------------- linear
 
 
-@primitive("linear", saves={"x": (1,), "weight": (0,)}, kind="matmul")
+@primitive("linear", saves={"x": (1,), "weight": (0,)}, kind="matmul", accumulates=(1,))
 def _linear(x, weight, bias):
     # one GEMM over the flattened leading dimensions
     out = np.matmul(x.reshape(-1, x.shape[-1]), weight.T)
@@ -73,13 +73,29 @@ def _linear(x, weight, bias):
 
 
 @_linear.vjp
-def _(g, out, needs, x, weight, bias):
+def _(g, out, needs, x, weight, bias, sinks=None):
     out_features, in_features = weight.shape
     g2 = g.reshape(-1, out_features)
     gx = (g2 @ weight).reshape(x.shape) if needs[0] else None
-    gw = g2.mT @ x.reshape(-1, in_features) if needs[1] else None
+    gw = None
+    if needs[1]:
+        x2 = x.reshape(-1, in_features)
+        if sinks:  # added into weight.grad in row blocks (NOTE [ Accumulate in place ])
+            _add_product(sinks[1].numpy(), g2.numpy().T, x2.numpy())
+        else:
+            gw = g2.mT @ x2
     gb = g2.sum(0) if needs[2] else None
     return gx, gw, gb
+
+
+_BLOCK_BYTES = 1 << 20  # the temporary of one row block of _add_product
+
+
+def _add_product(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    """``c += a @ b`` in row blocks, so that the temporary is at most about 1 MiB."""
+    rows = max(1, _BLOCK_BYTES // max(1, b.shape[1] * c.itemsize))
+    for r in range(0, c.shape[0], rows):
+        c[r : r + rows] += a[r : r + rows] @ b
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

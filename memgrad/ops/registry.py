@@ -55,6 +55,7 @@ class Primitive:
         "node_name",
         "differentiable",
         "inputs",
+        "accumulates",
     )
 
     def __init__(
@@ -66,6 +67,7 @@ class Primitive:
         view: bool,
         kind: str,
         differentiable: bool,
+        accumulates: tuple[int, ...] = (),
     ) -> None:
         import inspect
 
@@ -76,6 +78,7 @@ class Primitive:
         self.view = view
         self.kind = kind
         self.differentiable = differentiable
+        self.accumulates = accumulates
         self.node_name = "".join(p.capitalize() for p in name.split("_")) + "Backward"
         params = inspect.signature(forward).parameters.values()
         names = []
@@ -121,19 +124,24 @@ def primitive(
     view: bool = False,
     kind: str = "elementwise",
     differentiable: bool = True,
+    accumulates: tuple[int, ...] = (),
 ) -> Callable[[Callable], Primitive]:
     """Declare a primitive from its forward function (NumPy arrays in, one array out).
 
     ``kind`` groups primitives for checkpoint policies (``"matmul"``, ``"elementwise"``,
     ``"reduce"``, ``"movement"``...). ``view=True`` marks a forward that returns a view of
     its first input. ``differentiable=False`` marks ops (comparisons, argmax) whose outputs
-    never require grad.
+    never require grad. ``accumulates`` lists inputs whose gradient the VJP can add straight
+    into an existing ``.grad`` (NOTE [ Accumulate in place ] in autograd/engine.py): its VJP
+    then takes ``sinks``, a dict from those input indices to the ``.grad`` tensors.
     """
 
     def wrap(forward: Callable) -> Primitive:
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is declared twice")
-        prim = Primitive(name, forward, saves or {}, broadcasting, view, kind, differentiable)
+        prim = Primitive(
+            name, forward, saves or {}, broadcasting, view, kind, differentiable, accumulates
+        )
         REGISTRY[name] = prim
         return prim
 
@@ -155,7 +163,11 @@ class OpNode(Node):
     def name(self) -> str:
         return self.prim.node_name
 
-    def apply(self, grads: tuple) -> tuple:
+    @property
+    def sink_inputs(self) -> tuple[int, ...]:
+        return self.prim.accumulates
+
+    def apply(self, grads: tuple, sinks: dict | None = None) -> tuple:
         prim = self.prim
         saved = self._saved
         if saved is _RELEASED:
@@ -166,6 +178,8 @@ class OpNode(Node):
         out = self._out_saved
         if out is not None:
             out = out.unpack(self, prim.node_name)
+        if sinks:
+            return prim.vjp_fn(grads[0], out, self._needs, *saved, sinks=sinks, **self._params)
         if self._params:
             return prim.vjp_fn(grads[0], out, self._needs, *saved, **self._params)
         return prim.vjp_fn(grads[0], out, self._needs, *saved)
