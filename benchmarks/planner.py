@@ -3,7 +3,8 @@ measured and predicted peak and step time, against the best equal-count segmenta
 fits the same budget.
 
 Gradients are zeroed in place before each step, so the peaks are activations and
-transients. The best equal count is the fastest ``checkpoint_sequential(model, k, x)`` whose
+transients. The plan and its rival are timed in turns after the sweep. The best equal count
+is the fastest ``checkpoint_sequential(model, k, x)`` whose
 measured peak fits the budget. Target: the plan is never slower than it, and at least 10% faster on
 one of the three workloads.
 
@@ -62,6 +63,14 @@ def main(argv: list[str] | None = None) -> int:
             step = make_step(model, x, loss_fn, p)
             measured = peak_bytes(step)
             seconds, _ = best_time(step, args.repeats, args.warmup)
+            if best_k:
+                # time the plan and its rival in turns, so that a drift in the machine's
+                # speed falls on both alike
+                rival = make_step(model, x, loss_fn, best_k if best_k > 1 else None)
+                for _ in range(args.repeats):
+                    seconds = min(seconds, best_time(step, 1, 0)[0])
+                    fitting[best_k] = (fitting[best_k][0],
+                                       min(fitting[best_k][1], best_time(rival, 1, 0)[0]))
             speedup = fitting[best_k][1] / seconds if best_k else None
             if speedup:
                 faster.append(speedup)

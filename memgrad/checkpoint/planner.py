@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memgrad.autograd.graph import _seq
 from memgrad.errors import PlanError
 
 __all__ = ["StageProfile", "Plan", "profile", "plan", "plan_from_profile", "predict"]
@@ -106,6 +107,7 @@ def profile(functions: Sequence[Callable[[Any], Any]], input: Any) -> list[Stage
     with enable_grad():
         for f in stages:
             seen_grads: set[int] = set()
+            first = next(_seq)  # the nodes this stage makes are numbered from here
             with track() as t:
                 start = time.perf_counter()
                 out = f(h)
@@ -116,6 +118,7 @@ def profile(functions: Sequence[Callable[[Any], Any]], input: Any) -> list[Stage
                     "return one Tensor (the next stage's input)"
                 )
             grads = transient = 0
+            blocked = _added_in_blocks(out, first)
             for p in _parameters(f):
                 if not p.requires_grad or id(p) in seen_grads:
                     continue
@@ -123,8 +126,11 @@ def profile(functions: Sequence[Callable[[Any], Any]], input: Any) -> list[Stage
                 nbytes = p.numel() * p.dtype.itemsize
                 if p.grad is None:
                     grads += nbytes
+                elif id(p) in blocked:
+                    # added into the existing .grad a block at a time
+                    transient = max(transient, min(nbytes, blocked[id(p)]))
                 else:
-                    # made, added into the existing .grad in place, and freed
+                    # made whole, added into the existing .grad, and freed
                     transient = max(transient, nbytes)
             out_bytes = buffer_of(out.numpy()).nbytes
             result.append(
@@ -133,6 +139,35 @@ def profile(functions: Sequence[Callable[[Any], Any]], input: Any) -> list[Stage
             keep.append(out)
             h = out
     return result
+
+
+def _added_in_blocks(out: Any, first: int) -> dict[int, int]:
+    """Parameters whose gradient every op of the stage (its nodes are numbered from
+    ``first``) adds into an existing ``.grad`` in blocks (NOTE [ Accumulate in place ]), with
+    the block's bytes."""
+    from memgrad.autograd.graph import AccumulateGrad
+    from memgrad.ops.nn import _BLOCK_BYTES
+
+    blocked: dict[int, int] = {}
+    whole: set[int] = set()
+    seen: set[int] = set()
+    stack = [out.grad_fn] if out.grad_fn is not None else []
+    while stack:
+        node = stack.pop()
+        sinks = node.sink_inputs
+        for i, (child, _) in enumerate(node.next_functions):
+            if child is None:
+                continue
+            if child.__class__ is AccumulateGrad:
+                key = id(child.variable)
+                if i in sinks:
+                    blocked[key] = _BLOCK_BYTES
+                else:
+                    whole.add(key)
+            elif child._sequence_nr >= first and id(child) not in seen:
+                seen.add(id(child))
+                stack.append(child)
+    return {k: v for k, v in blocked.items() if k not in whole}
 
 
 def _parameters(f: Any) -> list:
