@@ -146,7 +146,7 @@ def _added_in_blocks(out: Any, first: int) -> dict[int, int]:
     ``first``) adds into an existing ``.grad`` in blocks (NOTE [ Accumulate in place ]), with
     the block's bytes."""
     from memgrad.autograd.graph import AccumulateGrad
-    from memgrad.ops.nn import _BLOCK_BYTES
+    from memgrad.ops.nn import ADD_BLOCK_BYTES
 
     blocked: dict[int, int] = {}
     whole: set[int] = set()
@@ -161,7 +161,7 @@ def _added_in_blocks(out: Any, first: int) -> dict[int, int]:
             if child.__class__ is AccumulateGrad:
                 key = id(child.variable)
                 if i in sinks:
-                    blocked[key] = _BLOCK_BYTES
+                    blocked[key] = ADD_BLOCK_BYTES
                 else:
                     whole.add(key)
             elif child._sequence_nr >= first and id(child) not in seen:

@@ -88,12 +88,12 @@ def _(g, out, needs, x, weight, bias, sinks=None):
     return gx, gw, gb
 
 
-_BLOCK_BYTES = 1 << 20  # the temporary of one row block of _add_product
+ADD_BLOCK_BYTES = 1 << 20  # the temporary of one row block of _add_product
 
 
 def _add_product(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
     """``c += a @ b`` in row blocks, so that the temporary is at most about 1 MiB."""
-    rows = max(1, _BLOCK_BYTES // max(1, b.shape[1] * c.itemsize))
+    rows = max(1, ADD_BLOCK_BYTES // max(1, b.shape[1] * c.itemsize))
     for r in range(0, c.shape[0], rows):
         c[r : r + rows] += a[r : r + rows] @ b
 

@@ -51,10 +51,8 @@ class Primitive:
         "broadcasting",
         "view",
         "kind",
-        "nargs",
         "node_name",
         "differentiable",
-        "inputs",
         "accumulates",
     )
 
@@ -90,8 +88,6 @@ class Primitive:
                 variadic = True
             elif p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty:
                 names.append(p.name)
-        self.inputs = tuple(names)
-        self.nargs = None if variadic else len(names)
         save_inputs = []
         self.save_out: tuple[int, ...] | None = None
         for key, needed_by in saves.items():
