@@ -74,6 +74,7 @@ class Tensor:
         "_base",  # the tensor this one is a view of
         "_view_gen",  # _vc.gen when this view was made
         "_retains_grad",
+        "_post_acc_hooks",  # leaf hooks run after .grad is updated
         "__weakref__",
     )
 
@@ -90,7 +91,8 @@ class Tensor:
         self._acc = None
         self._hooks = None
         self._base = None
-        # _hooks, _view_gen and _retains_grad are set only when used (read with getattr)
+        # _view_gen, _retains_grad and _post_acc_hooks are set only when used (read with
+        # getattr)
         if requires_grad:
             self.requires_grad = True
 
@@ -293,6 +295,34 @@ class Tensor:
             hooks.append(fn)
             return RemovableHandle(hooks, fn)
         return self.grad_fn._add_tensor_hook(self.output_nr, fn)
+
+    def register_post_accumulate_grad_hook(self, fn: Any) -> Any:
+        """Call ``fn(tensor)`` after a backward has added into this leaf's ``.grad`` (once per
+        backward that reaches it, after all of its uses are summed). Returns a handle with
+        ``.remove()``.
+
+        Example:
+            >>> import memgrad as mg
+            >>> w = mg.ones(2, requires_grad=True)
+            >>> seen = []
+            >>> h = w.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.sum().item()))
+            >>> (w * 2 + w).sum().backward()
+            >>> seen
+            [6.0]
+        """
+        from memgrad.autograd.graph import RemovableHandle
+
+        if self.grad_fn is not None or not self._requires_grad:
+            raise RuntimeError(
+                "register_post_accumulate_grad_hook(): only a leaf that requires grad "
+                "accumulates into .grad; register it on the leaf (a parameter), or use "
+                "register_hook for the gradient of a non-leaf tensor"
+            )
+        hooks = getattr(self, "_post_acc_hooks", None)
+        if hooks is None:
+            hooks = self._post_acc_hooks = []
+        hooks.append(fn)
+        return RemovableHandle(hooks, fn)
 
     def backward(
         self,

@@ -19,6 +19,12 @@ NOTE [ Engine ]
 6. The engine keeps no state between calls: a node's backward may call ``backward`` or
    ``grad`` again (the reentrant checkpoint does), threads may run it at once on separate
    graphs, and nothing needs resetting after ``fork``.
+7. After a leaf's accumulator has run, whether the gradient arrived in its buffer or was
+   added into ``.grad`` by a sink (point 5), the leaf's post-accumulate hooks see the
+   updated ``.grad``. Callbacks queued (``queue_callback``) while a backward runs run once
+   the outermost backward of this thread has finished, in the order queued; reentrant
+   backward calls inside it (the reentrant checkpoint's) are part of it. Data-parallel
+   training uses both: a hook per parameter, and a callback that waits for the reductions.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from memgrad.autograd.grad_mode import state
 from memgrad.autograd.graph import AccumulateGrad, Node, accumulate_into, accumulator
 from memgrad.tensor import Tensor
 
-__all__ = ["backward", "grad", "accumulate_into"]
+__all__ = ["backward", "grad", "accumulate_into", "queue_callback"]
 
 Edge = tuple[Node, int]
 
@@ -134,6 +140,29 @@ def backward(
             captures.setdefault(edge[0], []).append((edge[1], fn))
     _execute(edges, grads, retain_graph, create_graph, captures, exec_targets, True,
              "backward_inputs")
+
+
+def queue_callback(fn: Callable[[], None]) -> None:
+    """Call ``fn()`` once the outermost backward running in this thread has finished (NOTE
+    [ Engine ] point 7). Only valid while a backward runs, e.g. from a hook; if the backward
+    fails, queued callbacks are dropped.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.autograd.engine import queue_callback
+        >>> x = mg.ones(2, requires_grad=True)
+        >>> done = []
+        >>> h = x.register_hook(lambda g: queue_callback(lambda: done.append(x.grad.sum().item())))
+        >>> (x * 3).sum().backward()
+        >>> done
+        [6.0]
+    """
+    if state.engine_call is None:
+        raise RuntimeError(
+            "queue_callback: no backward is running in this thread; call it from a hook or a "
+            "node's backward while .backward() runs"
+        )
+    state.final_callbacks.append(fn)
 
 
 def _ignore(g: Tensor) -> None:
@@ -251,11 +280,15 @@ def _execute(
 
     prev = state.grad_enabled
     prev_call = state.engine_call
+    outermost = prev_call is None
+    if outermost:
+        state.final_callbacks = []
     state.grad_enabled = create_graph
     state.engine_call = call
     anomaly = state.anomaly
     heappop, heappush = heapq.heappop, heapq.heappush
     direct = captures is None and not create_graph and call == "backward"
+    sunk: set = set()  # accumulators whose .grad a sink added into (point 7)
     try:
         while True:
             if nxt is not None:
@@ -281,8 +314,9 @@ def _execute(
                 sinks = _sinks(node) if direct and node.sink_inputs else None
                 if sinks:
                     out = node.apply(buf, sinks)
-                    for t in sinks.values():
+                    for i, t in sinks.items():
                         t._bump_version()
+                        sunk.add(node.next_functions[i][0])
                 else:
                     out = node.apply(buf)
                 meta = node._input_meta
@@ -302,6 +336,10 @@ def _execute(
                 out = _run_node(node, buf, anomaly)
             if not keep_graph:
                 node.release()
+            if node.__class__ is AccumulateGrad:
+                if accumulate and (buf is not None or node in sunk):
+                    _post_accumulate_hooks(node.variable)
+                continue
             for (child, nr), g in zip(node.next_functions, out):
                 if child is None:
                     continue
@@ -327,9 +365,22 @@ def _execute(
                             nxt = None
                         heappush(ready, (-child._sequence_nr, next(_tiebreak), child))
             g = out = None  # NOTE [ Gradient ownership ]: hold no gradient between nodes
+        if outermost:
+            callbacks = state.final_callbacks
+            while callbacks:
+                callbacks.pop(0)()
     finally:
         state.grad_enabled = prev
         state.engine_call = prev_call
+        if outermost:
+            state.final_callbacks = None
+
+
+def _post_accumulate_hooks(leaf: Tensor) -> None:
+    hooks = getattr(leaf, "_post_acc_hooks", None)
+    if hooks:
+        for fn in list(hooks):
+            fn(leaf)
 
 
 def _sinks(node: Node) -> dict[int, Tensor]:

@@ -38,6 +38,8 @@ class _State(threading.local):
     tracer = None
     # what the running engine call is: "backward", "backward_inputs" or "grad"
     engine_call = None
+    # callbacks to run when the outermost backward finishes (engine.queue_callback)
+    final_callbacks: list | None = None
 
 
 state = _State()
