@@ -1,0 +1,323 @@
+"""``DistributedDataParallel``: average gradients across ranks while backward runs.
+
+NOTE [ Buckets ]
+At construction rank 0's parameters and buffers are broadcast, after checking that every
+rank built the same model. The parameters that require grad are packed, in reverse
+registration order (about the order backward finishes them), into buckets of at most
+``bucket_bytes`` of one dtype. A backward that follows a forward through the wrapper (and is
+not inside ``no_sync()``) then works like this:
+1. Each parameter's post-accumulate hook counts how many times its ``.grad`` was added into.
+   When the count reaches the number learned in the first synchronised step (NOTE [ Uses
+   ]), the gradient is final; when every gradient of a bucket is final, the bucket is
+   copied into its flat buffer and all-reduced without blocking (``Iallreduce``). Buckets
+   start in index order on every rank, so that ranks match their collectives one to one.
+   Each hook also tests the reductions in flight, which lets MPI progress them while
+   backward goes on.
+2. When the outermost backward has finished (``autograd.engine.queue_callback``), the
+   buckets not yet started start, in order; all are waited for, and each gradient becomes
+   the mean over ranks. Optimizer code after ``backward()`` sees the averaged ``.grad``.
+Each bucket carries one flag per parameter, 1 where this rank has a gradient; a parameter
+no rank used keeps ``.grad`` None, as without the wrapper.
+
+NOTE [ Uses ]
+How many times a parameter's ``.grad`` is added into during one backward depends on the
+graph: once for a plain graph however many times it was used (the engine sums the uses
+first), but once per region for a parameter inside several reentrant checkpoint regions,
+whose inner backwards each accumulate. The first synchronised step therefore reduces every
+bucket at its end, records the counts and the order in which gradients became final, and
+rebuilds the buckets in that order (rank 0's, so every rank agrees). Later steps start each
+bucket as soon as its counts are reached. A parameter that receives a gradient after its
+bucket was reduced would end with a wrong gradient: that raises ``DistributedError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memgrad.autograd.engine import queue_callback
+from memgrad.autograd.grad_mode import is_grad_enabled, no_grad
+from memgrad.distributed import comm
+from memgrad.distributed.comm import DistributedError
+from memgrad.nn.module import Module
+from memgrad.tensor import Tensor
+
+__all__ = ["DistributedDataParallel", "DDPStats", "DEFAULT_BUCKET_BYTES"]
+
+DEFAULT_BUCKET_BYTES = 25 * 2**20  # PyTorch's bucket_cap_mb=25
+
+
+@dataclass
+class DDPStats:
+    """What the last synchronised backward did: ``buckets`` reduced, how many of them
+    started ``during_backward`` (overlapped with the rest of backward) rather than at its
+    end, and ``reductions``, by parameter name, how many times each gradient was reduced
+    (1 for every parameter)."""
+
+    buckets: int = 0
+    during_backward: int = 0
+    reductions: dict[str, int] = field(default_factory=dict)
+
+
+class _Bucket:
+    __slots__ = ("index", "params", "offsets", "flat", "waiting", "request")
+
+    def __init__(self, index: int, params: list[int], sizes: list[int], dtype: np.dtype) -> None:
+        self.index = index
+        self.params = params
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        # the gradients, then one flag per parameter: 1 where this rank has a gradient
+        self.flat = np.empty(int(self.offsets[-1]) + len(params), dtype=dtype)
+        self.waiting = 0
+        self.request: Any = None
+
+
+class DistributedDataParallel(Module):
+    """Wrap ``module`` so that ``backward()`` leaves in every parameter's ``.grad`` the mean
+    of the gradients of all ranks, reduced in buckets of ``bucket_bytes`` that overlap with
+    the rest of backward (NOTE [ Buckets ]). Rank 0's parameters and buffers are broadcast
+    at construction. With one rank (no ``mpiexec``) it is ``module`` unchanged.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.distributed import DistributedDataParallel
+        >>> model = DistributedDataParallel(mg.nn.Linear(4, 2))
+        >>> model(mg.ones(3, 4)).sum().backward()
+        >>> model.module.weight.grad.shape
+        (2, 4)
+    """
+
+    def __init__(self, module: Module, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> None:
+        super().__init__()
+        if not isinstance(module, Module):
+            raise TypeError(
+                f"DistributedDataParallel: expected an nn.Module to wrap, got "
+                f"{type(module).__name__}; wrap a model, e.g. DistributedDataParallel(net)"
+            )
+        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes < 1:
+            raise ValueError(
+                f"DistributedDataParallel: bucket_bytes must be a positive int, got "
+                f"{bucket_bytes!r}; pass a size in bytes such as 25 * 2**20"
+            )
+        self.module = module
+        self.bucket_bytes = bucket_bytes
+        self.stats = DDPStats()
+        comm.init()
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        self._names = [n for n, _ in named]
+        self._params = [p for _, p in named]
+        self._sync = True
+        self._expecting = False
+        self._queued = False
+        self._learned: list[int] | None = None
+        self._counts = [0] * len(self._params)
+        self._reductions = [0] * len(self._params)
+        self._final_order: dict[int, None] = {}  # parameters, in the order they became final
+        self._during = 0
+        self._bucket_of: list[int] = []
+        self._buckets: list[_Bucket] = []
+        self._next = 0  # the next bucket to start
+        if comm.world_size() == 1:
+            return
+        self._check_same_model()
+        with no_grad():
+            for t in [*module.parameters(), *module.buffers()]:
+                comm.broadcast(_contiguous(t), src=0)
+        self._build_buckets(list(range(len(self._params)))[::-1])
+        for i, p in enumerate(self._params):
+            p.register_post_accumulate_grad_hook(self._hook(i))
+
+    # ------------------------------------------------------------------ public
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the wrapped module; a backward from its result averages the gradients
+        (unless inside ``no_sync()``)."""
+        if comm.world_size() > 1 and is_grad_enabled():
+            self._expecting = self._sync
+            self._reset_step()
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Inside this block, forwards through the wrapper lead to backwards that only
+        accumulate gradients locally; the first synchronised backward after it averages the
+        accumulated sums (gradient accumulation, as PyTorch's ``no_sync``).
+
+        Example:
+            >>> import memgrad as mg
+            >>> from memgrad.distributed import DistributedDataParallel
+            >>> model = DistributedDataParallel(mg.nn.Linear(2, 1))
+            >>> with model.no_sync():
+            ...     model(mg.ones(1, 2)).sum().backward()
+            >>> model(mg.ones(1, 2)).sum().backward()
+            >>> model.module.bias.grad
+            tensor([2.])
+        """
+        previous = self._sync
+        self._sync = False
+        try:
+            yield
+        finally:
+            self._sync = previous
+
+    # ------------------------------------------------------------------ setup
+    def _check_same_model(self) -> None:
+        mine = [(n, tuple(t.shape), str(t.dtype)) for n, t in self.module.state_dict().items()]
+        everyone = comm.all_gather_object(mine)
+        reference = everyone[0]
+        for r, theirs in enumerate(everyone):
+            if theirs == reference:
+                continue
+            ours, ref_names = dict((n, s) for n, *s in theirs), dict((n, s) for n, *s in reference)
+            for name in [*ref_names, *(n for n in ours if n not in ref_names)]:
+                if ours.get(name) != ref_names.get(name):
+                    def describe(entry: Any) -> str:
+                        return "absent" if entry is None else f"shape {entry[0]} {entry[1]}"
+
+                    raise DistributedError(
+                        f"DistributedDataParallel: rank {r}'s model differs from rank 0's: "
+                        f"{name!r} is {describe(ours.get(name))} on rank {r} and "
+                        f"{describe(ref_names.get(name))} on rank 0; build the same model "
+                        "(same sizes and dtypes) on every rank",
+                        all_ranks=True,
+                    )
+
+    def _build_buckets(self, order: list[int]) -> None:
+        buckets: list[tuple[list[int], np.dtype]] = []
+        size = 0
+        for i in order:
+            data = self._params[i]._data
+            if (
+                not buckets
+                or buckets[-1][1] != data.dtype
+                or size + data.nbytes > self.bucket_bytes
+            ):
+                buckets.append(([], data.dtype))
+                size = 0
+            buckets[-1][0].append(i)
+            size += data.nbytes
+        self._buckets = [
+            _Bucket(b, ids, [self._params[i]._data.size for i in ids], dtype)
+            for b, (ids, dtype) in enumerate(buckets)
+        ]
+        self._bucket_of = [0] * len(self._params)
+        for bucket in self._buckets:
+            for i in bucket.params:
+                self._bucket_of[i] = bucket.index
+
+    # ------------------------------------------------------------------ per step
+    def _reset_step(self) -> None:
+        self._counts = [0] * len(self._params)
+        self._reductions = [0] * len(self._params)
+        self._final_order = {}
+        self._next = 0
+        self._during = 0
+        self._queued = False
+        for bucket in self._buckets:
+            bucket.request = None
+            bucket.waiting = (
+                0 if self._learned is None
+                else sum(1 for i in bucket.params if self._learned[i] > 0)
+            )
+
+    def _hook(self, i: int) -> Any:
+        def on_grad(param: Tensor) -> None:
+            if self._expecting:
+                self._on_grad(i)
+
+        return on_grad
+
+    def _on_grad(self, i: int) -> None:
+        if not self._queued:
+            queue_callback(self._finish)
+            self._queued = True
+        self._counts[i] += 1
+        bucket = self._buckets[self._bucket_of[i]]
+        if bucket.index < self._next:
+            raise DistributedError(
+                f"DistributedDataParallel: parameter {self._names[i]!r} received a gradient "
+                f"after its bucket was reduced ({self._counts[i]} additions into .grad in this "
+                f"backward, {self._learned[i] if self._learned else 0} in the first one): the "
+                "model used it more times than in the first step. Use each parameter the same "
+                "number of times, in the same checkpoint regions, in every step"
+            )
+        if self._learned is None:
+            self._final_order.pop(i, None)
+            self._final_order[i] = None
+            return
+        if self._counts[i] == self._learned[i]:
+            bucket.waiting -= 1
+            while self._next < len(self._buckets) and self._buckets[self._next].waiting == 0:
+                self._start(self._buckets[self._next])
+                self._during += 1
+        self._progress()
+
+    def _start(self, bucket: _Bucket) -> None:
+        flat, off = bucket.flat, bucket.offsets
+        flags = flat[off[-1]:]
+        for k, i in enumerate(bucket.params):
+            self._reductions[i] += 1
+            g = self._params[i].grad
+            if g is None:
+                flat[off[k]:off[k + 1]] = 0
+                flags[k] = 0
+            else:
+                flat[off[k]:off[k + 1]] = g._data.reshape(-1)
+                flags[k] = 1
+        w = comm._get()
+        bucket.request = w.comm.Iallreduce(w.mpi.IN_PLACE, flat, op=w.mpi.SUM)
+        self._next = bucket.index + 1
+
+    def _progress(self) -> None:
+        pending = [b.request for b in self._buckets[: self._next] if b.request is not None]
+        if pending:
+            comm._get().mpi.Request.Testall(pending)
+
+    def _finish(self) -> None:
+        """NOTE [ Buckets ] step 2, at the end of the outermost backward."""
+        w = comm._get()
+        while self._next < len(self._buckets):
+            self._start(self._buckets[self._next])
+        w.mpi.Request.Waitall([b.request for b in self._buckets])
+        for bucket in self._buckets:
+            flat, off = bucket.flat, bucket.offsets
+            flags = flat[off[-1]:]
+            for k, i in enumerate(bucket.params):
+                if flags[k] == 0:
+                    continue  # no rank has a gradient
+                p = self._params[i]
+                mean = flat[off[k]:off[k + 1]].reshape(p._data.shape) / w.size
+                g = p.grad
+                if g is None or g._requires_grad or g._data.shape != p._data.shape:
+                    p.grad = Tensor(mean)
+                else:
+                    g._data[...] = mean
+                    g._bump_version()
+        reductions = dict(zip(self._names, self._reductions))
+        self.stats = DDPStats(len(self._buckets), self._during, reductions)
+        if self._learned is None:
+            self._learn()
+        self._expecting = False
+
+    def _learn(self) -> None:
+        """NOTE [ Uses ]: keep the first step's counts, and rebuild the buckets in rank 0's
+        order of final gradients (unused parameters last)."""
+        order = list(self._final_order) + [
+            i for i in reversed(range(len(self._params))) if i not in self._final_order
+        ]
+        order = comm.broadcast_object(order, src=0)
+        self._learned = list(self._counts)
+        self._build_buckets(order)
+
+
+def _contiguous(t: Tensor) -> Tensor:
+    if not t._data.flags.c_contiguous:
+        raise DistributedError(
+            f"DistributedDataParallel: a parameter or buffer of shape {tuple(t.shape)} is not "
+            "contiguous; make it contiguous in the model (t.data = t.contiguous()) before "
+            "wrapping"
+        )
+    return t

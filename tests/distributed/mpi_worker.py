@@ -1,0 +1,176 @@
+"""The rank side of the data-parallel tests: ``test_ddp.py`` runs this file under
+``mpiexec -n 2`` (and alone, as the one-process reference). Rank 0 writes what it found to
+``--out`` as JSON (and the final parameters to ``--out`` + ``.npz``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+import memgrad as mg
+import memgrad.distributed as dist
+from memgrad import nn
+from memgrad.checkpoint import checkpoint
+from memgrad.distributed import comm
+
+N_FEATURES = 6
+
+
+class CountingComm:
+    """COMM_WORLD, counting the non-blocking all-reduces started through it."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.iallreduce = 0
+
+    def Iallreduce(self, *args, **kwargs):  # noqa: N802 (mpi4py's name)
+        self.iallreduce += 1
+        return self.inner.Iallreduce(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class Net(nn.Module):
+    """A small net in float64 whose middle layer is used twice, with an optional unused
+    parameter, and optional checkpoint regions around each use of the middle layer."""
+
+    def __init__(self, ckpt: str, unused: bool) -> None:
+        super().__init__()
+        self.first = nn.Linear(N_FEATURES, 12)
+        self.middle = nn.Linear(12, 12)
+        self.last = nn.Linear(12, 1)
+        if unused:
+            self.spare = nn.Parameter(mg.ones(3, dtype=mg.float64))
+        self.ckpt = ckpt
+        for p in self.parameters():
+            p.data = p.to(mg.float64)
+
+    def _middle(self, h):
+        return self.middle(h).tanh()
+
+    def forward(self, x):
+        h = self.first(x).tanh()
+        for _ in range(2):  # the same parameters twice
+            if self.ckpt == "none":
+                h = self._middle(h)
+            else:
+                h = checkpoint(self._middle, h, use_reentrant=self.ckpt == "reentrant")
+        return self.last(h)
+
+
+def data(n: int) -> tuple[mg.Tensor, mg.Tensor]:
+    rng = np.random.default_rng(1234)
+    x = rng.standard_normal((n, N_FEATURES))
+    y = np.sin(x.sum(axis=1, keepdims=True))
+    return mg.tensor(x), mg.tensor(y)
+
+
+def train(args: argparse.Namespace) -> dict:
+    r, w = dist.rank(), dist.world_size()
+    mg.manual_seed(100 + r)  # every rank starts from other weights: DDP broadcasts rank 0's
+    net = Net(args.ckpt, args.unused)
+    if r == 0:
+        mg.manual_seed(100)
+        reference = Net(args.ckpt, args.unused)
+        net.load_state_dict(reference.state_dict())
+    model = dist.DistributedDataParallel(net, bucket_bytes=args.bucket_bytes)
+    counting = None
+    if w > 1:
+        counting = CountingComm(comm._get().comm)
+        comm._get().comm = counting
+    weights = {n: p.numpy().copy() for n, p in model.module.named_parameters()}
+    gathered = dist.all_gather_object(weights)
+    same_start = all(
+        all(np.array_equal(g[n], gathered[0][n]) for n in g) for g in gathered
+    )
+    opt = mg.optim.SGD(model.parameters(), lr=0.2, momentum=0.5)
+    micro = args.accumulate
+    global_batch = args.batch * w * micro
+    x_all, y_all = data(global_batch * args.steps)
+    log = []
+    for step in range(args.steps):
+        opt.zero_grad()
+        start = counting.iallreduce if counting else 0
+        # the global batch of this step, cut into micro-batches, each cut between the ranks
+        lo = step * global_batch
+        for m in range(micro):
+            a = lo + (m * w + r) * args.batch
+            x, y = x_all[a:a + args.batch], y_all[a:a + args.batch]
+            if m < micro - 1:
+                with model.no_sync():
+                    (((model(x) - y) ** 2).mean() / micro).backward()
+            else:
+                (((model(x) - y) ** 2).mean() / micro).backward()
+        opt.step()
+        log.append({
+            "iallreduce": (counting.iallreduce - start) if counting else 0,
+            "buckets": model.stats.buckets,
+            "during_backward": model.stats.during_backward,
+            "reductions": sorted(set(model.stats.reductions.values())),
+        })
+    final = {n: p.numpy() for n, p in model.module.named_parameters()}
+    moved = max(float(np.abs(final[n] - gathered[0][n]).max()) for n in final)
+    if r == 0:
+        np.savez(args.out + ".npz", **final)
+    spare = getattr(model.module, "spare", None)
+    return {
+        "world": w,
+        "same_start": same_start,
+        "moved": moved,
+        "steps": log,
+        "spare_grad_is_none": spare is not None and spare.grad is None,
+    }
+
+
+def collectives(args: argparse.Namespace) -> dict:
+    r, w = dist.rank(), dist.world_size()
+    s = dist.all_reduce(mg.tensor([r + 1.0, 10.0 * r]))
+    m = dist.all_reduce(mg.tensor([r + 1.0, 10.0 * r]), op="mean")
+    i = dist.all_reduce(mg.tensor([r + 1, 2], dtype=mg.int64))
+    b = dist.broadcast(mg.tensor([float(r), -float(r)]), src=w - 1)
+    dist.barrier()
+    sampler = dist.DistributedSampler(11, seed=3)
+    sampler.set_epoch(2)
+    mine = {"sum": s.tolist(), "mean": m.tolist(), "int": i.tolist(), "bcast": b.tolist(),
+            "indices": sampler.indices().tolist()}
+    return {"world": w, "ranks": dist.all_gather_object(mine)}
+
+
+def mismatch(args: argparse.Namespace) -> dict:
+    net = nn.Linear(4, 2 + dist.rank())
+    dist.DistributedDataParallel(net)
+    return {}
+
+
+def fault(args: argparse.Namespace) -> dict:
+    model = dist.DistributedDataParallel(nn.Linear(4, 2))
+    for step in range(3):
+        out = model(mg.ones(2, 4)).sum()
+        if step == 1 and dist.rank() == 1:
+            raise RuntimeError("injected failure on rank 1")
+        out.backward()
+    return {}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", choices=["train", "collectives", "mismatch", "fault"])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--ckpt", choices=["none", "reentrant", "nonreentrant"], default="none")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--accumulate", type=int, default=1)
+    parser.add_argument("--bucket-bytes", type=int, default=25 * 2**20)
+    parser.add_argument("--unused", action="store_true")
+    args = parser.parse_args()
+    result = globals()[args.scenario](args)
+    if dist.rank() == 0:
+        with open(args.out, "w") as f:
+            json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main()

