@@ -289,12 +289,12 @@ class DistributedDataParallel(Module):
                 if flags[k] == 0:
                     continue  # no rank has a gradient
                 p = self._params[i]
-                mean = flat[off[k]:off[k + 1]].reshape(p._data.shape) / w.size
+                total = flat[off[k]:off[k + 1]].reshape(p._data.shape)
                 g = p.grad
                 if g is None or g._requires_grad or g._data.shape != p._data.shape:
-                    p.grad = Tensor(mean)
+                    p.grad = Tensor(total / w.size)
                 else:
-                    g._data[...] = mean
+                    np.divide(total, w.size, out=g._data)
                     g._bump_version()
         reductions = dict(zip(self._names, self._reductions))
         self.stats = DDPStats(len(self._buckets), self._during, reductions)
