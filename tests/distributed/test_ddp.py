@@ -129,6 +129,14 @@ def test_mismatched_models_fail_at_construction(tmp_path):
     )
 
 
+def test_models_registered_in_another_order_fail_at_construction(tmp_path):
+    proc, _ = run(tmp_path, 2, "mismatch_order")
+    assert proc.returncode != 0
+    assert proc.stderr.count("the same tensors are registered in another order") == 1, (
+        proc.stderr
+    )
+
+
 def test_a_rank_that_raises_ends_every_rank(tmp_path):
     # rank 1 raises between forward and backward while rank 0 goes on into backward and
     # waits for its reductions: both must end, soon, and the error be printed once

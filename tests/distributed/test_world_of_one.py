@@ -75,13 +75,14 @@ def test_mpiexec_command(monkeypatch, tmp_path):
     fake.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     launch._is_open_mpi.cache_clear()
-    monkeypatch.setattr(launch.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(launch, "_cores", lambda: 2)
     monkeypatch.setattr(launch.os, "geteuid", lambda: 0)
     cmd = launch.mpiexec_command(3, ["-m", "memgrad", "train"])
-    assert cmd == [str(fake), "-n", "3", "--oversubscribe", "--allow-run-as-root",
-                   str(tmp_path / "python"), "-m", "memgrad", "train"]
+    assert cmd == [str(fake), "-n", "3", "--bind-to", "none", "--oversubscribe",
+                   "--allow-run-as-root", str(tmp_path / "python"), "-m", "memgrad", "train"]
     monkeypatch.setattr(launch.os, "geteuid", lambda: 1000)
-    assert launch.mpiexec_command(2, ["x.py"], python="py") == [str(fake), "-n", "2", "py", "x.py"]
+    assert launch.mpiexec_command(2, ["x.py"], python="py") == [
+        str(fake), "-n", "2", "--bind-to", "none", "py", "x.py"]
     launch._is_open_mpi.cache_clear()
     with pytest.raises(ValueError, match="nproc must be a positive int, got 0"):
         launch.mpiexec_command(0, [])
@@ -95,7 +96,7 @@ def test_mpiexec_missing(monkeypatch, tmp_path):
 
 
 def test_rank_environment(monkeypatch):
-    monkeypatch.setattr(launch.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(launch, "_cores", lambda: 8)
     env = launch.rank_environment(2, {"OMP_NUM_THREADS": "3", "PATH": "/bin"})
     assert env == {"OMP_NUM_THREADS": "3", "PATH": "/bin", "OPENBLAS_NUM_THREADS": "4",
                    "MKL_NUM_THREADS": "4"}
