@@ -19,6 +19,7 @@ PAGES = [
     "README.md",
     "docs/getting-started.md",
     "docs/checkpointing.md",
+    "docs/distributed.md",
     "docs/jit.md",
     "docs/memory.md",
     "docs/planning.md",
