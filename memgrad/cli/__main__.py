@@ -253,11 +253,15 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         "standard library's own source files (nothing is downloaded), with AdamW, checkpointed "
         "with the planner's segmentation under --budget. Shows a progress bar (loss, tokens/s, "
         "peak memory), then a table comparing the planned and the plain step, and text sampled "
-        "from the model.",
+        "from the model. Trains data-parallel on the ranks of mpiexec: with --nproc N it "
+        "starts N processes itself, and run as 'mpiexec -n N memgrad train' it uses those; "
+        "each rank trains on its own share of the data and the gradients are averaged, so "
+        "--batch is per rank and the global batch is N times --batch.",
         epilog=SIZE_HELP + "; a percentage is of the plain (uncheckpointed) step's peak.",
     )
     p.add_argument("--steps", type=_count(1), default=150, help="training steps (default: 150)")
-    p.add_argument("--batch", type=_count(1), default=16, help="sequences per step (default: 16)")
+    p.add_argument("--batch", type=_count(1), default=16,
+                   help="sequences per step on each rank (default: 16)")
     p.add_argument("--seq", type=_count(2), default=64,
                    help="bytes per sequence, the context length (default: 64)")
     p.add_argument("--d-model", type=_count(1), default=64,
@@ -276,6 +280,14 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                    help="text samples to print at the end (default: 3)")
     p.add_argument("--save", metavar="PATH",
                    help="write the trained weights (state_dict) to PATH with numpy.savez")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                   help="floating dtype of the weights and activations (default: float32)")
+    p.add_argument("--nproc", type=int, metavar="N",
+                   help="train data-parallel on N processes that it starts with mpiexec "
+                   "(needs the dist extra: pip install 'memgrad[dist]'); --batch is per "
+                   "process, so the global batch is N times --batch. Without --nproc: this "
+                   "process alone, or the ranks of 'mpiexec -n N memgrad train' when run "
+                   "under mpiexec (default: 1)")
     p.set_defaults(func=run_train)
 
 

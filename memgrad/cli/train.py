@@ -1,6 +1,27 @@
 """``memgrad train``: a small causal transformer language model trained on bytes of the
 Python standard library's own source, checkpointed with the planner's segmentation under a
-memory budget.
+memory budget, data-parallel over the ranks of ``memgrad.distributed``.
+
+``memgrad train --nproc N`` starts ``N`` ranks of ``memgrad train`` under ``mpiexec`` (the
+``dist`` extra) and waits for them; started directly under ``mpiexec -n N`` the command
+trains on that world instead, and without either on one process. Every rank trains the same
+model on its own shard of the training windows (``DistributedSampler``), ``--batch`` windows
+per rank and step, and ``DistributedDataParallel`` averages the gradients, so ``N`` ranks
+take the steps one process would take with ``N`` times the batch.
+
+NOTE [ Data-parallel train ]
+One code path serves every world size (with one rank each collective is the identity):
+1. Rank 0 alone profiles the model and chooses the plan; it sends every rank the plan, or
+   the error that no plan fits, so all ranks checkpoint alike or all stop.
+2. Every rank wraps the same model (built from the same seed) in ``DistributedDataParallel``,
+   which broadcasts rank 0's weights, and runs the same number of steps: the collectives of
+   the wrapper's constructor and of each backward are the only ones, and every rank reaches
+   each of them.
+3. Rank 0 alone prints (the other ranks' console is quiet), evaluates the held-out loss,
+   compares the planned and the plain step, samples text and saves: none of that involves
+   another rank, so no rank waits in a collective that another skips.
+A ``CliError`` raised on every rank is printed by rank 0 only; all ranks exit with its
+status.
 
 Example:
     >>> text, files = stdlib_corpus(max_bytes=10_000)
@@ -11,9 +32,11 @@ Example:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,12 +54,19 @@ from rich.table import Table
 from rich.text import Text
 
 import memgrad as mg
+import memgrad.distributed as dist
 from memgrad import nn
-from memgrad.checkpoint import Plan, plan, plan_from_profile
-from memgrad.cli.measure import accounting, compare_grads, measure_step, run_step, time_step
+from memgrad.checkpoint import Plan, checkpoint_sequential, plan, plan_from_profile
+from memgrad.cli.measure import accounting, compare_grads, measure_step, time_step
 from memgrad.cli.models import LMHead, TokenEmbedding
-from memgrad.cli.output import CliError, check_writable, console
+from memgrad.cli.output import CliError, check_writable, console, first_line
 from memgrad.cli.sizes import SizeError, format_bytes, parse_size, size_at_least
+from memgrad.distributed import (
+    DistributedDataParallel,
+    DistributedError,
+    DistributedSampler,
+    launch,
+)
 from memgrad.errors import PlanError
 from memgrad.nn import functional as F
 
@@ -46,8 +76,11 @@ __all__ = [
     "stdlib_corpus",
     "build_lm",
     "sample_batch",
+    "num_windows",
+    "window_batch",
     "lm_loss",
     "generate",
+    "train_argv",
     "run_train",
 ]
 
@@ -61,6 +94,7 @@ STDLIB_FILES = (
 )
 CORPUS_BYTES = 300_000
 PERCENT_OF = "the plain step's peak"
+DIST_FIX = "pip install 'memgrad[dist]'"
 
 
 def stdlib_corpus(max_bytes: int = CORPUS_BYTES) -> tuple[bytes, list[Path]]:
@@ -129,6 +163,38 @@ def sample_batch(
     starts = rng.integers(0, len(tokens) - seq - 1, size=batch)
     windows = np.stack([tokens[s : s + seq + 1] for s in starts]).astype(np.int64)
     return mg.tensor(windows[:, :-1]), mg.tensor(windows[:, 1:].reshape(-1))
+
+
+def num_windows(n_tokens: int, seq: int) -> int:
+    """How many non-overlapping windows of ``seq`` bytes ``n_tokens`` bytes hold, each with
+    the byte after it: window ``w`` starts at ``w * seq``.
+
+    Example:
+        >>> num_windows(17, 4), num_windows(16, 4)
+        (4, 3)
+    """
+    return max(0, (n_tokens - 1) // seq)
+
+
+def window_batch(
+    tokens: np.ndarray, windows: Sequence[int] | np.ndarray, seq: int
+) -> tuple[mg.Tensor, mg.Tensor]:
+    """The batch of the non-overlapping windows numbered ``windows``: window ``w`` is the
+    ``seq`` bytes from ``w * seq`` and, for each position, the byte after it (see
+    ``num_windows`` for how many there are).
+
+    Returns:
+        ``(x, y)``: int64 tensors of shapes ``(len(windows), seq)`` and
+        ``(len(windows) * seq,)``.
+
+    Example:
+        >>> x, y = window_batch(np.arange(20), [2, 0], 4)
+        >>> x.tolist(), y.tolist()
+        ([[8, 9, 10, 11], [0, 1, 2, 3]], [9, 10, 11, 12, 1, 2, 3, 4])
+    """
+    starts = np.asarray(windows, dtype=np.int64) * seq
+    rows = np.asarray(tokens)[starts[:, None] + np.arange(seq + 1)].astype(np.int64)
+    return mg.tensor(rows[:, :-1]), mg.tensor(rows[:, 1:].reshape(-1))
 
 
 def lm_loss(y: mg.Tensor) -> Callable[[mg.Tensor], mg.Tensor]:
@@ -202,15 +268,49 @@ def _choose_plan(
     return plan_from_profile(least.profiles, least.predicted_peak)
 
 
+class _Planned(nn.Module):
+    """``model`` run through ``checkpoint_sequential`` with ``plan``: the module that
+    ``DistributedDataParallel`` wraps, since it synchronises only a backward that follows a
+    forward through itself. Its parameters are ``model``'s."""
+
+    def __init__(self, model: nn.Sequential, chosen: Plan) -> None:
+        super().__init__()
+        self.model = model
+        self.plan = chosen
+
+    def forward(self, x: mg.Tensor) -> mg.Tensor:
+        return checkpoint_sequential(list(self.model), self.plan, x)
+
+
+def _shard_batches(sampler: DistributedSampler, batch: int) -> Iterator[np.ndarray]:
+    """This rank's window numbers in consecutive chunks of ``batch``, epoch after epoch; a
+    short tail of an epoch is dropped (every rank's shard has the same length, so all ranks
+    start the next epoch together)."""
+    epoch = 0
+    while True:
+        sampler.set_epoch(epoch)
+        shard = sampler.indices()
+        for k in range(len(shard) // batch):
+            yield shard[k * batch : (k + 1) * batch]
+        epoch += 1
+
+
 def _train(
     model: nn.Sequential, chosen: Plan, tokens: np.ndarray, args: argparse.Namespace,
-    rng: np.random.Generator, out: Console,
+    out: Console,
 ) -> list[float]:
-    """The training loop, under a progress bar; returns the loss of every step. Memory
-    accounting must be on (``accounting()``), so that tracking each step costs little."""
+    """The training loop, under a progress bar; returns the loss of every step (this
+    rank's). Memory accounting must be on (``accounting()``), so that tracking each step
+    costs little. Every rank runs it (NOTE [ Data-parallel train ])."""
+    world = dist.world_size()
+    net = DistributedDataParallel(_Planned(model, chosen))
     opt = mg.optim.AdamW(model.parameters(), lr=args.lr)
+    sampler = DistributedSampler(num_windows(len(tokens), args.seq), num_replicas=world,
+                                 rank=dist.rank(), shuffle=True, seed=args.seed)
+    batches = _shard_batches(sampler, args.batch)
     every = args.log_every or max(1, args.steps // 10)
-    tokens_per_step = args.batch * args.seq
+    tokens_per_step = args.batch * args.seq * world  # global: every rank's batch
+    whose = " (rank 0)" if world > 1 else ""
     peak, rate, losses = 0, 0.0, []
     columns = (
         TextColumn("[bold]train[/]"), BarColumn(), MofNCompleteColumn(),
@@ -220,11 +320,16 @@ def _train(
     with Progress(*columns, console=out) as progress:
         task = progress.add_task("train", total=args.steps, loss="-", rate="-", peak="-")
         for step in range(1, args.steps + 1):
-            x, y = sample_batch(tokens, args.batch, args.seq, rng)
+            x, y = window_batch(tokens, next(batches), args.seq)
             start = time.perf_counter()
             opt.zero_grad()
             with mg.memory.track() as trace:
-                loss = run_step(model, x, lm_loss(y), chosen)
+                logits = net(x)
+                loss_t = lm_loss(y)(logits)
+                del logits  # the graph keeps what backward needs
+                loss_t.backward()  # through the wrapper: the gradients are averaged
+            loss = loss_t.item()
+            del loss_t
             opt.step()
             now = tokens_per_step / (time.perf_counter() - start)
             rate = now if step == 1 else 0.9 * rate + 0.1 * now
@@ -234,7 +339,7 @@ def _train(
                             peak=format_bytes(peak))
             if step % every == 0 or step in (1, args.steps):
                 progress.console.print(
-                    f"step {step:5d}/{args.steps}  loss {loss:.4f}  {rate:8,.0f} tok/s  "
+                    f"step {step:5d}/{args.steps}  loss {loss:.4f}{whose}  {rate:8,.0f} tok/s  "
                     f"peak {format_bytes(trace.peak_above_start)}"
                 )
     opt.zero_grad()
@@ -292,9 +397,80 @@ def _samples(model: nn.Sequential, held_out: np.ndarray, args: argparse.Namespac
         out.print(Panel(sample, title=f"sample {i + 1}", title_align="left"))
 
 
+def train_argv(args: argparse.Namespace) -> list[str]:
+    """The options of a parsed ``memgrad train`` command line as arguments again, without
+    ``--nproc``: what each rank started by ``--nproc`` is given. Options left at ``None``
+    are left out.
+
+    Example:
+        >>> train_argv(argparse.Namespace(command="train", steps=5, budget=None, nproc=2))
+        ['--steps=5']
+    """
+    argv = []
+    for name, value in vars(args).items():
+        if name in ("command", "func", "nproc") or value is None or value is False:
+            continue
+        option = "--" + name.replace("_", "-")
+        argv.append(option if value is True else f"{option}={value}")
+    return argv
+
+
+def _launch(args: argparse.Namespace, nproc: int) -> int:
+    """Run this command on ``nproc`` ranks under ``mpiexec``; returns their exit status."""
+    try:
+        launch.find_mpiexec()
+    except DistributedError:
+        raise CliError(
+            f"--nproc {nproc} needs mpiexec, which was not found beside this Python or on "
+            f"PATH; install the dist extra: {DIST_FIX}"
+        ) from None
+    if importlib.util.find_spec("mpi4py") is None:
+        raise CliError(
+            f"--nproc {nproc} needs mpi4py, which is not installed; install the dist extra: "
+            f"{DIST_FIX}"
+        )
+    cmd = launch.mpiexec_command(nproc, ["-m", "memgrad", "train", *train_argv(args)])
+    env = launch.rank_environment(nproc)
+    # Open MPI gives each rank a pseudo-terminal: rank 0 must format for what this process
+    # writes to (a terminal of this width, or a pipe or a file), not for that; and numba, on
+    # a terminal, colours its errors and ends the process with a colour reset
+    here = console()
+    env.setdefault("TTY_COMPATIBLE", "1" if here.is_terminal else "0")
+    env.setdefault("COLUMNS", str(here.width))
+    if not here.is_terminal:
+        env.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
+    status = subprocess.run(cmd, env=env).returncode
+    return status if status >= 0 else 128 - status  # ended by a signal: as a shell says
+
+
 def run_train(args: argparse.Namespace) -> int:
-    """The ``memgrad train`` command. Returns the exit status."""
+    """The ``memgrad train`` command, on every rank. Returns the exit status."""
+    try:
+        return _run_train(args)
+    except CliError as e:
+        if dist.is_initialized() and dist.rank() != 0:
+            return e.exit_status  # rank 0 prints it (NOTE [ Data-parallel train ])
+        raise
+
+
+def _run_train(args: argparse.Namespace) -> int:
     began = time.perf_counter()
+    if args.nproc is not None and args.nproc < 1:
+        raise CliError(f"--nproc must be at least 1, got {args.nproc}; pass the number of "
+                       "processes to train on, e.g. --nproc 2")
+    try:
+        dist.init()
+    except DistributedError as e:
+        raise CliError(first_line(e)) from None
+    world, rank = dist.world_size(), dist.rank()
+    if args.nproc is not None and (world > 1 or (args.nproc > 1 and dist.launched_by_mpi())):
+        raise CliError(
+            f"--nproc {args.nproc}: this command already runs under mpiexec ({world} "
+            f"rank{'s' if world > 1 else ''}); "
+            "drop --nproc to train on those ranks, or run without mpiexec to keep --nproc"
+        )
+    launching = args.nproc is not None and args.nproc > 1
+    ranks = args.nproc if launching else world
     if args.d_model % args.heads:
         raise CliError(f"--d-model {args.d_model} is not a multiple of --heads {args.heads}; "
                        "choose sizes such as --d-model 64 --heads 4")
@@ -304,7 +480,6 @@ def run_train(args: argparse.Namespace) -> int:
         except SizeError as e:
             raise CliError(f"--budget: {e}") from None
     save = check_writable(args.save, "--save") if args.save else None
-    out = console()
 
     text, files = stdlib_corpus()
     tokens = np.frombuffer(text, dtype=np.uint8)
@@ -313,12 +488,26 @@ def run_train(args: argparse.Namespace) -> int:
     if len(held_out) < args.seq + 200:
         raise CliError(f"--seq {args.seq} is too long for the corpus; use at most "
                        f"{len(held_out) - 200}")
+    windows = num_windows(len(train_tokens), args.seq)
+    if windows // ranks < args.batch:
+        need = (f"--batch {args.batch} on each of {ranks} ranks needs {args.batch * ranks}"
+                if ranks > 1 else f"--batch {args.batch} needs {args.batch}")
+        raise CliError(f"{need} windows of --seq {args.seq} bytes, but the training text holds "
+                       f"{windows}; use --batch {max(1, windows // ranks)} or less, or a "
+                       "smaller --seq")
+    if launching:  # every check that needs no rank has passed: errors print once
+        return _launch(args, ranks)
+
+    out = console() if rank == 0 else Console(quiet=True)
     mg.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     model = build_lm(args.d_model, args.heads, args.blocks, args.seq)
+    model.to(np.dtype(args.dtype))
     stages = list(model)
     n_params = sum(p.numel() for p in model.parameters())
     names = ", ".join(f.name for f in files)
+    batch = (f"batch {args.batch}" if world == 1 else
+             f"batch {args.batch} per rank on {world} ranks, global batch {args.batch * world}")
     out.print(
         f"corpus: {format_bytes(len(text))} of Python's own source ({names} from "
         f"{files[0].parent}); {format_bytes(split)} for training, the rest held out"
@@ -326,29 +515,47 @@ def run_train(args: argparse.Namespace) -> int:
     out.print(
         f"model: byte-level transformer, {args.blocks} blocks, d_model {args.d_model}, "
         f"{args.heads} heads, context {args.seq}; {n_params:,} parameters in {len(stages)} "
-        f"stages; batch {args.batch}, AdamW lr {args.lr}"
+        f"stages, {args.dtype}; {batch}, AdamW lr {args.lr}"
+    )
+    out.print(
+        f"data: {windows:,} windows of {args.seq} bytes of the training text, shuffled each "
+        f"epoch{' and shared out among the ranks' if world > 1 else ''}; "
+        f"{windows // world // args.batch:,} steps per epoch"
     )
 
     x0, y0 = sample_batch(train_tokens, args.batch, args.seq, rng)
     xh, yh = sample_batch(held_out, args.batch, args.seq, np.random.default_rng(args.seed + 1))
     with accounting():
-        # the plain step's peak sets the default budget; the plan is made in the state the
-        # loop trains in (gradients set to None before each step)
-        plain = measure_step(model, x0, lm_loss(y0), None)
-        chosen = _choose_plan(stages, x0, args.budget, plain.peak, out)
-        out.print(
-            f"plain step peak {format_bytes(plain.peak)}; plan: {chosen.segments} segments "
-            f"of sizes {chosen.sizes}, predicted peak {format_bytes(chosen.predicted_peak)} "
-            f"(budget {format_bytes(chosen.budget_bytes)}), predicted recompute "
-            f"{chosen.predicted_extra_seconds * 1e3:.0f} ms per step"
-        )
-        with mg.no_grad():
-            held_before = lm_loss(yh)(model(xh)).item()
-        losses = _train(model, chosen, train_tokens, args, rng, out)
+        chosen: Plan | CliError | None = None
+        if rank == 0:  # NOTE [ Data-parallel train ] step 1
+            # the plain step's peak sets the default budget; the plan is made in the state
+            # the loop trains in (gradients set to None before each step)
+            plain = measure_step(model, x0, lm_loss(y0), None)
+            try:
+                chosen = _choose_plan(stages, x0, args.budget, plain.peak, out)
+            except CliError as e:
+                chosen = e
+            else:
+                out.print(
+                    f"plain step peak {format_bytes(plain.peak)}; plan: {chosen.segments} "
+                    f"segments of sizes {chosen.sizes}, predicted peak "
+                    f"{format_bytes(chosen.predicted_peak)} (budget "
+                    f"{format_bytes(chosen.budget_bytes)}), predicted recompute "
+                    f"{chosen.predicted_extra_seconds * 1e3:.0f} ms per step"
+                )
+                with mg.no_grad():
+                    held_before = lm_loss(yh)(model(xh)).item()
+        chosen = dist.broadcast_object(chosen, src=0)  # it pickles
+        if isinstance(chosen, CliError):
+            raise chosen
+        losses = _train(model, chosen, train_tokens, args, out)
+    if rank != 0:
+        return 0  # NOTE [ Data-parallel train ] step 3: the rest is rank 0's alone
     with mg.no_grad():
         held_after = lm_loss(yh)(model(xh)).item()
+    whose = "rank 0's training batches" if world > 1 else "training batches"
     out.print(
-        f"loss {losses[0]:.3f} -> {losses[-1]:.3f} (training batches); held-out "
+        f"loss {losses[0]:.3f} -> {losses[-1]:.3f} ({whose}); held-out "
         f"{held_before:.3f} -> {held_after:.3f}"
     )
     _compare(model, chosen, x0, y0, out)
