@@ -20,7 +20,9 @@ them itself, through ``memgrad.distributed.launch``):
    includes DDP's first, learning step) of the slowest rank's step, the ratio 2 ranks /
    1 rank, and the DDPStats of the last step (buckets, and how many of them started during
    backward). The same again with ``checkpoint_sequential`` at round(sqrt(32)) = 6 segments
-   inside the wrapped module's forward.
+   inside the wrapped module's forward. A control row runs the 2 ranks with the exchange
+   left out (every step inside ``no_sync()``): what the same ranks cost without the
+   all-reduce, so that the difference to the DDP row is the exchange's part.
 
 With PyTorch installed, the same all-reduces through ``torch.distributed`` (gloo) and the
 same steps through torch's DistributedDataParallel are added as a comparison.
@@ -38,6 +40,7 @@ About 2 minutes on 2 cores with the defaults (``--small --repeats 1``: about 10 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import gc
 import importlib.util
@@ -251,7 +254,8 @@ def worker_train(args: argparse.Namespace) -> dict[str, Any]:
 
     def step() -> None:
         opt.zero_grad()
-        F.mse_loss(ddp(x), target).backward()
+        with ddp.no_sync() if args.local else contextlib.nullcontext():
+            F.mse_loss(ddp(x), target).backward()
         opt.step()
 
     best, median = _time_steps(comm, step, args.repeats, max(1, args.warmup))
@@ -259,7 +263,7 @@ def worker_train(args: argparse.Namespace) -> dict[str, Any]:
     return {"ranks": nranks, "batch_per_rank": len(x_np), "blas_threads": blas_threads(),
             "cores": cores(), "segments": args.segments, "median_s": median, "best_s": best,
             "buckets": ddp.stats.buckets, "during_backward": ddp.stats.during_backward,
-            "grad_bytes": grad_bytes}
+            "grad_bytes": grad_bytes, "local": args.local}
 
 
 def worker_torch_train(args: argparse.Namespace) -> dict[str, Any]:
@@ -389,7 +393,9 @@ def step_table(results: list[tuple[str, str, dict[str, Any]]], machine: dict[str
               "ratio_to_1_rank": ratio and round(ratio, 3), "buckets": r.get("buckets"),
               "during_backward": r.get("during_backward"), "machine": machine})
         stats = "-"
-        if r.get("buckets"):
+        if r.get("local"):
+            stats = "none (no_sync)"
+        elif r.get("buckets"):
             stats = f"{r['buckets']} / {r['during_backward']}"
         rows.append([label, f"{r['ranks']} x {r['batch_per_rank']}", str(r["blas_threads"]),
                      f"{r['median_s']:.3f}", "1.00x" if r["ranks"] == 1 else f"{ratio:.2f}x",
@@ -411,6 +417,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--segments", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--local", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.warmup < 0:
         parser.error("--repeats must be at least 1 and --warmup at least 0")
@@ -436,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
         for n in (1, RANKS):
             steps.append(("memgrad", f"memgrad {name}",
                           run_ranks(n, "train", args, "--segments", str(seg))))
+        if seg == 0:  # the control: the same ranks and work, without the gradient exchange
+            steps.append(("memgrad", "memgrad DDP, gradients not exchanged",
+                          run_ranks(RANKS, "train", args, "--segments", "0", "--local")))
     if with_torch:
         for n in (1, RANKS):
             steps.append(("pytorch", "PyTorch DDP (gloo)", run_ranks(n, "torch-train", args)))
