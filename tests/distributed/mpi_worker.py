@@ -45,6 +45,7 @@ class Net(nn.Module):
         if unused:
             self.spare = nn.Parameter(mg.ones(3, dtype=mg.float64))
         self.ckpt = ckpt
+        self.repeats = 2  # uses of the middle layer
         for p in self.parameters():
             p.data = p.to(mg.float64)
 
@@ -53,7 +54,7 @@ class Net(nn.Module):
 
     def forward(self, x):
         h = self.first(x).tanh()
-        for _ in range(2):  # the same parameters twice
+        for _ in range(self.repeats):  # the same parameters several times
             if self.ckpt == "none":
                 h = self._middle(h)
             else:
@@ -154,6 +155,18 @@ def mismatch_order(args: argparse.Namespace) -> dict:
     return {}
 
 
+def overuse(args: argparse.Namespace) -> dict:
+    """The middle layer runs in one reentrant region in the first step, in two later: its
+    gradient then arrives after its bucket was reduced."""
+    net = Net("reentrant", unused=False)
+    model = dist.DistributedDataParallel(net, bucket_bytes=1)  # a bucket per parameter
+    x = mg.ones(2, N_FEATURES, dtype=mg.float64)
+    for repeats in (1, 2):
+        net.repeats = repeats
+        model(x).sum().backward()
+    return {}
+
+
 def fault(args: argparse.Namespace) -> dict:
     model = dist.DistributedDataParallel(nn.Linear(4, 2))
     for step in range(3):
@@ -166,7 +179,7 @@ def fault(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    scenarios = ["train", "collectives", "mismatch", "mismatch_order", "fault"]
+    scenarios = ["train", "collectives", "mismatch", "mismatch_order", "overuse", "fault"]
     parser.add_argument("scenario", choices=scenarios)
     parser.add_argument("--out", required=True)
     parser.add_argument("--ckpt", choices=["none", "reentrant", "nonreentrant"], default="none")

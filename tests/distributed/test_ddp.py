@@ -137,6 +137,14 @@ def test_models_registered_in_another_order_fail_at_construction(tmp_path):
     )
 
 
+def test_a_gradient_after_its_bucket_was_reduced_is_an_error(tmp_path):
+    proc, _ = run(tmp_path, 2, "overuse")
+    assert proc.returncode != 0
+    assert "'middle.weight' received a gradient after its bucket was reduced" in proc.stderr or (
+        "'middle.bias' received a gradient after its bucket was reduced" in proc.stderr
+    ), proc.stderr
+
+
 def test_a_rank_that_raises_ends_every_rank(tmp_path):
     # rank 1 raises between forward and backward while rank 0 goes on into backward and
     # waits for its reductions: both must end, soon, and the error be printed once
