@@ -1,4 +1,5 @@
-"""What memory tracking costs: a training step of W1-W3, and the 1,000-op chain of
+"""What memory tracking costs: a training step of W1-W3 and of ``memgrad train``'s language
+model (its default sizes: small arrays, many ops), and the 1,000-op chain of
 benchmarks/overhead.py, with accounting off and inside ``mg.memory.track()``.
 
 Usage:
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
 from checkpointing import make_step
 from common import best_time, emit, machine_info, table
 from overhead import memgrad_cases
 from workloads import FULL
 
 import memgrad as mg
-from memgrad.cli import models
+from memgrad.cli import models, train
 
 __all__ = ["main"]
 
@@ -30,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     for key, (name, sizes) in FULL.items():
         model, x, loss_fn = models.BUILTIN[name](**sizes)
         cases[f"{key} step"] = make_step(model, x, loss_fn, None)
+    mg.manual_seed(0)
+    lm = train.build_lm(d_model=64, heads=4, blocks=4, seq=64)
+    tokens = np.frombuffer(train.stdlib_corpus()[0], dtype=np.uint8)
+    x, y = train.sample_batch(tokens, 16, 64, np.random.default_rng(0))
+    cases["memgrad train's LM step"] = make_step(lm, x, train.lm_loss(y), None)
     rows = []
     for label, fn in cases.items():
         off, _ = best_time(fn, args.repeats, 2)
