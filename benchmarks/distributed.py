@@ -238,6 +238,15 @@ def _time_steps(comm: Any, step: Callable[[], None], repeats: int,
     return _slowest_median(comm, times)
 
 
+def _peak_rss(comm: Any) -> int | None:
+    """The largest peak resident set size of any rank, in bytes (Linux reports KiB)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return max(comm.allgather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
+
+
 def worker_train(args: argparse.Namespace) -> dict[str, Any]:
     """W1 training steps, the model wrapped in memgrad's DistributedDataParallel."""
     from mpi4py import MPI
@@ -247,7 +256,7 @@ def worker_train(args: argparse.Namespace) -> dict[str, Any]:
     sizes = w1_sizes(args.small)
     model = models.mlp(depth=sizes["depth"], width=sizes["width"], batch=1, seed=0)[0]
     module = model if args.segments == 0 else Checkpointed(model, args.segments)
-    ddp = dist.DistributedDataParallel(module)
+    ddp = dist.DistributedDataParallel(module, gradient_as_bucket_view=args.view)
     x_np, target_np = _shard(sizes, nranks, rank)
     x, target = mg.from_numpy(x_np), mg.from_numpy(target_np)
     opt = mg.optim.SGD(ddp.parameters(), lr=1e-3)
@@ -263,7 +272,7 @@ def worker_train(args: argparse.Namespace) -> dict[str, Any]:
     return {"ranks": nranks, "batch_per_rank": len(x_np), "blas_threads": blas_threads(),
             "cores": cores(), "segments": args.segments, "median_s": median, "best_s": best,
             "buckets": ddp.stats.buckets, "during_backward": ddp.stats.during_backward,
-            "grad_bytes": grad_bytes, "local": args.local}
+            "grad_bytes": grad_bytes, "local": args.local, "peak_rss": _peak_rss(comm)}
 
 
 def worker_torch_train(args: argparse.Namespace) -> dict[str, Any]:
@@ -297,7 +306,8 @@ def worker_torch_train(args: argparse.Namespace) -> dict[str, Any]:
     best, median = _time_steps(comm, step, args.repeats, max(1, args.warmup))
     td.destroy_process_group()
     return {"ranks": nranks, "batch_per_rank": len(x_np), "blas_threads": threads,
-            "cores": cores(), "segments": 0, "median_s": median, "best_s": best}
+            "cores": cores(), "segments": 0, "median_s": median, "best_s": best,
+            "peak_rss": _peak_rss(comm)}
 
 
 WORKERS = {"comm": worker_comm, "torch-comm": worker_torch_comm, "train": worker_train,
@@ -391,7 +401,8 @@ def step_table(results: list[tuple[str, str, dict[str, Any]]], machine: dict[str
               "cores_per_rank": r["cores"],
               "median_s": round(r["median_s"], 4), "best_s": round(r["best_s"], 4),
               "ratio_to_1_rank": ratio and round(ratio, 3), "buckets": r.get("buckets"),
-              "during_backward": r.get("during_backward"), "machine": machine})
+              "during_backward": r.get("during_backward"), "peak_rss": r.get("peak_rss"),
+              "machine": machine})
         stats = "-"
         if r.get("local"):
             stats = "none (no_sync)"
@@ -399,10 +410,10 @@ def step_table(results: list[tuple[str, str, dict[str, Any]]], machine: dict[str
             stats = f"{r['buckets']} / {r['during_backward']}"
         rows.append([label, f"{r['ranks']} x {r['batch_per_rank']}", str(r["blas_threads"]),
                      f"{r['median_s']:.3f}", "1.00x" if r["ranks"] == 1 else f"{ratio:.2f}x",
-                     stats])
+                     stats, f"{r['peak_rss'] / MiB:.0f}" if r.get("peak_rss") else "-"])
     headers = ["W1 step", "ranks x batch", "BLAS threads", "median s", "vs 1 rank",
-               "buckets / started in backward"]
-    return markdown(headers, rows, right={2, 3, 4})
+               "buckets / started in backward", "peak RSS MiB (largest rank)"]
+    return markdown(headers, rows, right={2, 3, 4, 6})
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -418,6 +429,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--segments", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--local", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--view", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.warmup < 0:
         parser.error("--repeats must be at least 1 and --warmup at least 0")
@@ -443,7 +455,10 @@ def main(argv: list[str] | None = None) -> int:
         for n in (1, RANKS):
             steps.append(("memgrad", f"memgrad {name}",
                           run_ranks(n, "train", args, "--segments", str(seg))))
-        if seg == 0:  # the control: the same ranks and work, without the gradient exchange
+        if seg == 0:
+            steps.append(("memgrad", "memgrad DDP, gradient_as_bucket_view",
+                          run_ranks(RANKS, "train", args, "--segments", "0", "--view")))
+            # the control: the same ranks and work, without the gradient exchange
             steps.append(("memgrad", "memgrad DDP, gradients not exchanged",
                           run_ranks(RANKS, "train", args, "--segments", "0", "--local")))
     if with_torch:

@@ -19,6 +19,17 @@ not inside ``no_sync()``) then works like this:
 Each bucket carries one flag per parameter, 1 where this rank has a gradient; a parameter
 no rank used keeps ``.grad`` None, as without the wrapper.
 
+NOTE [ Gradients as bucket views ]
+With ``gradient_as_bucket_view=True`` each parameter's ``.grad`` is a view of its slice of
+the bucket, so gradients take no memory besides the buckets, are not copied in, and the
+mean is taken in place. A forward through the wrapper gives each parameter whose ``.grad``
+is None its zeroed slice; backward then adds into it in place (a linear layer's weight
+gradient in row blocks, NOTE [ Accumulate in place ]), which is exact, since 0 + g == g.
+A parameter whose ``.grad`` is another tensor (set by the user, say) is copied in when its
+bucket starts and its ``.grad`` becomes the view. A slice given out zeroed but never added
+into on any rank goes back to None. The price: an optimizer step that keeps a reference to
+``.grad`` sees it change when the next backward adds into the bucket (as in PyTorch).
+
 NOTE [ Uses ]
 How many times a parameter's ``.grad`` is added into during one backward depends on the
 graph: once for a plain graph however many times it was used (the engine sums the uses
@@ -91,7 +102,12 @@ class DistributedDataParallel(Module):
         (2, 4)
     """
 
-    def __init__(self, module: Module, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> None:
+    def __init__(
+        self,
+        module: Module,
+        bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+        gradient_as_bucket_view: bool = False,
+    ) -> None:
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(
@@ -105,6 +121,7 @@ class DistributedDataParallel(Module):
             )
         self.module = module
         self.bucket_bytes = bucket_bytes
+        self.gradient_as_bucket_view = bool(gradient_as_bucket_view)
         self.stats = DDPStats()
         comm.init()
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
@@ -117,6 +134,10 @@ class DistributedDataParallel(Module):
         self._counts = [0] * len(self._params)
         self._reductions = [0] * len(self._params)
         self._final_order: dict[int, None] = {}  # parameters, in the order they became final
+        # NOTE [ Gradients as bucket views ]: whether .grad is a zeroed slice given out by a
+        # forward, and whether backward has added into it since the last reduction
+        self._given = [False] * len(self._params)
+        self._used = [False] * len(self._params)
         self._during = 0
         self._bucket_of: list[int] = []
         self._buckets: list[_Bucket] = []
@@ -138,6 +159,8 @@ class DistributedDataParallel(Module):
         if comm.world_size() > 1 and is_grad_enabled():
             self._expecting = self._sync
             self._reset_step()
+            if self.gradient_as_bucket_view:
+                self._give_views()
         return self.module(*args, **kwargs)
 
     @contextlib.contextmanager
@@ -217,6 +240,23 @@ class DistributedDataParallel(Module):
                 self._bucket_of[i] = bucket.index
 
     # ------------------------------------------------------------------ per step
+    def _view(self, i: int) -> np.ndarray:
+        """Parameter ``i``'s slice of its bucket, in the parameter's shape."""
+        bucket = self._buckets[self._bucket_of[i]]
+        k = bucket.params.index(i)
+        flat = bucket.flat[bucket.offsets[k]:bucket.offsets[k + 1]]
+        return flat.reshape(self._params[i]._data.shape)
+
+    def _give_views(self) -> None:
+        """NOTE [ Gradients as bucket views ]: a zeroed slice for each ``.grad`` that is
+        None."""
+        for i, p in enumerate(self._params):
+            if p.grad is None:
+                view = self._view(i)
+                view.fill(0)
+                p.grad = Tensor(view)
+                self._given[i] = True
+
     def _reset_step(self) -> None:
         self._counts = [0] * len(self._params)
         self._reductions = [0] * len(self._params)
@@ -233,6 +273,7 @@ class DistributedDataParallel(Module):
 
     def _hook(self, i: int) -> Any:
         def on_grad(param: Tensor) -> None:
+            self._used[i] = True
             if self._expecting:
                 self._on_grad(i)
 
@@ -266,15 +307,22 @@ class DistributedDataParallel(Module):
     def _start(self, bucket: _Bucket) -> None:
         flat, off = bucket.flat, bucket.offsets
         flags = flat[off[-1]:]
+        views = self.gradient_as_bucket_view
         for k, i in enumerate(bucket.params):
             self._reductions[i] += 1
-            g = self._params[i].grad
+            p = self._params[i]
+            g = p.grad
+            segment = flat[off[k]:off[k + 1]]
             if g is None:
-                flat[off[k]:off[k + 1]] = 0
+                segment.fill(0)
                 flags[k] = 0
-            else:
-                flat[off[k]:off[k + 1]] = g._data.reshape(-1)
-                flags[k] = 1
+                continue
+            # a slice given out zeroed counts as a gradient once backward added into it
+            flags[k] = 1 if self._used[i] or not self._given[i] else 0
+            if not (views and _same_memory(g._data, segment)):
+                segment[...] = g._data.reshape(-1)
+                if views:
+                    p.grad = Tensor(segment.reshape(p._data.shape))
         w = comm._get()
         bucket.request = w.comm.Iallreduce(w.mpi.IN_PLACE, flat, op=w.mpi.SUM)
         self._next = bucket.index + 1
@@ -290,13 +338,25 @@ class DistributedDataParallel(Module):
         while self._next < len(self._buckets):
             self._start(self._buckets[self._next])
         w.mpi.Request.Waitall([b.request for b in self._buckets])
+        views = self.gradient_as_bucket_view
         for bucket in self._buckets:
             flat, off = bucket.flat, bucket.offsets
             flags = flat[off[-1]:]
+            if views:
+                np.divide(flat[:off[-1]], w.size, out=flat[:off[-1]])
             for k, i in enumerate(bucket.params):
-                if flags[k] == 0:
-                    continue  # no rank has a gradient
                 p = self._params[i]
+                if flags[k] == 0:  # no rank has a gradient
+                    if self._given[i]:
+                        p.grad = None  # the zeroed slice goes back
+                    continue
+                if views:
+                    view = flat[off[k]:off[k + 1]].reshape(p._data.shape)
+                    if p.grad is None or not _same_memory(p.grad._data, view):
+                        p.grad = Tensor(view)  # another rank's gradient, this one had none
+                    else:
+                        p.grad._bump_version()
+                    continue
                 total = flat[off[k]:off[k + 1]].reshape(p._data.shape)
                 g = p.grad
                 if g is None or g._requires_grad or g._data.shape != p._data.shape:
@@ -306,6 +366,8 @@ class DistributedDataParallel(Module):
                     g._bump_version()
         reductions = dict(zip(self._names, self._reductions))
         self.stats = DDPStats(len(self._buckets), self._during, reductions)
+        self._given = [False] * len(self._params)
+        self._used = [False] * len(self._params)
         if self._learned is None:
             self._learn()
         self._expecting = False
@@ -319,6 +381,21 @@ class DistributedDataParallel(Module):
         order = comm.broadcast_object(order, src=0)
         self._learned = list(self._counts)
         self._build_buckets(order)
+        if self.gradient_as_bucket_view:  # move the gradients into the new buckets
+            for i, p in enumerate(self._params):
+                if p.grad is not None:
+                    view = self._view(i)
+                    view[...] = p.grad._data
+                    p.grad = Tensor(view)
+
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` are the same bytes (a view of the other, whatever shape)."""
+    return (
+        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+        and a.nbytes == b.nbytes
+        and a.flags.c_contiguous
+    )
 
 
 def _describe(entry: Any) -> str:

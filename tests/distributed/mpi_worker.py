@@ -77,7 +77,8 @@ def train(args: argparse.Namespace) -> dict:
         mg.manual_seed(100)
         reference = Net(args.ckpt, args.unused)
         net.load_state_dict(reference.state_dict())
-    model = dist.DistributedDataParallel(net, bucket_bytes=args.bucket_bytes)
+    model = dist.DistributedDataParallel(net, bucket_bytes=args.bucket_bytes,
+                                         gradient_as_bucket_view=args.view)
     counting = None
     if w > 1:
         counting = CountingComm(comm._get().comm)
@@ -92,8 +93,9 @@ def train(args: argparse.Namespace) -> dict:
     global_batch = args.batch * w * micro
     x_all, y_all = data(global_batch * args.steps)
     log = []
+    views = []
     for step in range(args.steps):
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=not args.zero_in_place)
         start = counting.iallreduce if counting else 0
         # the global batch of this step, cut into micro-batches, each cut between the ranks
         lo = step * global_batch
@@ -106,6 +108,12 @@ def train(args: argparse.Namespace) -> dict:
             else:
                 (((model(x) - y) ** 2).mean() / micro).backward()
         opt.step()
+        if w > 1:  # is each .grad a view of DDP's buckets?
+            views.append({
+                n: p.grad is not None
+                and any(np.shares_memory(p.grad.numpy(), b.flat) for b in model._buckets)
+                for n, p in model.module.named_parameters()
+            })
         log.append({
             "iallreduce": (counting.iallreduce - start) if counting else 0,
             "buckets": model.stats.buckets,
@@ -123,6 +131,7 @@ def train(args: argparse.Namespace) -> dict:
         "moved": moved,
         "steps": log,
         "spare_grad_is_none": spare is not None and spare.grad is None,
+        "grads_are_views": views,
     }
 
 
@@ -188,6 +197,9 @@ def main() -> None:
     parser.add_argument("--accumulate", type=int, default=1)
     parser.add_argument("--bucket-bytes", type=int, default=25 * 2**20)
     parser.add_argument("--unused", action="store_true")
+    parser.add_argument("--view", action="store_true", help="gradient_as_bucket_view")
+    parser.add_argument("--zero-in-place", action="store_true",
+                        help="zero_grad(set_to_none=False)")
     args = parser.parse_args()
     result = globals()[args.scenario](args)
     if dist.rank() == 0:

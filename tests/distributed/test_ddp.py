@@ -84,6 +84,9 @@ def _train(tmp_path, nproc, batch, *extra):
         ("reentrant", ("--bucket-bytes", "500")),
         ("none", ("--accumulate", "2")),  # no_sync for gradient accumulation
         ("reentrant", ("--accumulate", "2", "--bucket-bytes", "500")),
+        ("none", ("--view",)),  # gradients as bucket views
+        ("reentrant", ("--view", "--bucket-bytes", "500", "--unused", "--accumulate", "2")),
+        ("nonreentrant", ("--view", "--zero-in-place")),
     ],
 )
 def test_two_ranks_equal_one_rank_on_the_doubled_batch(tmp_path, ckpt, extra):
@@ -106,6 +109,9 @@ def test_two_ranks_equal_one_rank_on_the_doubled_batch(tmp_path, ckpt, extra):
             assert step["during_backward"] >= 1, step
     if "--unused" in extra:
         assert two["spare_grad_is_none"] and one["spare_grad_is_none"]
+    for step in two["grads_are_views"]:  # NOTE [ Gradients as bucket views ]
+        used = [v for name, v in step.items() if name != "spare"]  # spare's stays None
+        assert all(used) if "--view" in extra else not any(step.values()), step
 
 
 def test_weights_move_and_differ_from_a_wrong_average(tmp_path):
