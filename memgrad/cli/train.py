@@ -303,7 +303,7 @@ def _train(
     rank's). Memory accounting must be on (``accounting()``), so that tracking each step
     costs little. Every rank runs it (NOTE [ Data-parallel train ])."""
     world = dist.world_size()
-    net = DistributedDataParallel(_Planned(model, chosen))
+    net = DistributedDataParallel(_Planned(model, chosen), gradient_as_bucket_view=True)
     opt = mg.optim.AdamW(model.parameters(), lr=args.lr)
     sampler = DistributedSampler(num_windows(len(tokens), args.seq), num_replicas=world,
                                  rank=dist.rank(), shuffle=True, seed=args.seed)
