@@ -17,12 +17,14 @@ them itself, through ``memgrad.distributed.launch``):
    ``launch.rank_environment``'s BLAS threads (2 for 1 rank, 1 each for 2 ranks on 2 cores),
    set before NumPy is imported, and ``--bind-to none`` (Open MPI would otherwise pin a lone
    rank to one core). Reported: the median over ``repeats`` steps (after a warm-up, which
-   includes DDP's first, learning step) of the slowest rank's step, the ratio 2 ranks /
-   1 rank, and the DDPStats of the last step (buckets, and how many of them started during
-   backward). The same again with ``checkpoint_sequential`` at round(sqrt(32)) = 6 segments
-   inside the wrapped module's forward. A control row runs the 2 ranks with the exchange
-   left out (every step inside ``no_sync()``): what the same ranks cost without the
-   all-reduce, so that the difference to the DDP row is the exchange's part.
+   includes DDP's first step, after which it rebuilds its buckets) of the slowest rank's
+   step, the ratio 2 ranks / 1 rank, the DDPStats of the last step (buckets, and how many
+   of them started during backward) and the largest peak resident set size of the ranks.
+   The same again with ``gradient_as_bucket_view=True``, and with ``checkpoint_sequential``
+   at round(sqrt(32)) = 6 segments inside the wrapped module's forward. A control row runs
+   the 2 ranks with the exchange left out (every step inside ``no_sync()``): what the same
+   ranks cost without the all-reduce, so that the difference to the DDP row is the
+   exchange's part.
 
 With PyTorch installed, the same all-reduces through ``torch.distributed`` (gloo) and the
 same steps through torch's DistributedDataParallel are added as a comparison.

@@ -31,14 +31,19 @@ into on any rank goes back to None. The price: an optimizer step that keeps a re
 ``.grad`` sees it change when the next backward adds into the bucket (as in PyTorch).
 
 NOTE [ Uses ]
-How many times a parameter's ``.grad`` is added into during one backward depends on the
-graph: once for a plain graph however many times it was used (the engine sums the uses
-first), but once per region for a parameter inside several reentrant checkpoint regions,
-whose inner backwards each accumulate. The first synchronised step therefore reduces every
-bucket at its end, records the counts and the order in which gradients became final, and
-rebuilds the buckets in that order (rank 0's, so every rank agrees). Later steps start each
-bucket as soon as its counts are reached. A parameter that receives a gradient after its
-bucket was reduced would end with a wrong gradient: that raises ``DistributedError``.
+A gradient is final once its ``.grad`` has been added into as many times as this backward
+will add into it. For a graph of built-in ops that is once for every parameter the graph
+reaches, however many times it was used (the engine sums the uses first), and never for
+the others; so each synchronised forward walks the graph back from the wrapper's outputs
+and expects 1 for the parameters it reaches and 0 for the rest (unused parameters, as
+PyTorch's ``find_unused_parameters``). A custom ``Function`` may run a backward inside its
+own, as the reentrant checkpoint does, adding into a parameter once per region; when the
+graph holds one, the counts are learned instead: the first such step reduces every bucket
+at its end and records them, and later steps expect the same. Either way the first
+synchronised step also records the order in which gradients became final, and the
+buckets are rebuilt in that order (rank 0's, so that every rank agrees). A parameter that
+receives a gradient after its bucket was reduced would end with a wrong gradient: that
+raises ``DistributedError``.
 """
 
 from __future__ import annotations
@@ -51,7 +56,9 @@ from typing import Any
 import numpy as np
 
 from memgrad.autograd.engine import queue_callback
+from memgrad.autograd.function import FunctionCtx
 from memgrad.autograd.grad_mode import is_grad_enabled, no_grad
+from memgrad.autograd.graph import AccumulateGrad
 from memgrad.distributed import comm
 from memgrad.distributed.comm import DistributedError
 from memgrad.nn.module import Module
@@ -130,7 +137,14 @@ class DistributedDataParallel(Module):
         self._sync = True
         self._expecting = False
         self._queued = False
+        self._index = {id(p): i for i, p in enumerate(self._params)}
+        # NOTE [ Uses ]: the counts this backward should reach (None: reduce at the end),
+        # whether its graph holds a custom Function, the counts learned from the first such
+        # step, and whether the buckets were rebuilt after the first step
+        self._expected: list[int] | None = None
+        self._custom = False
         self._learned: list[int] | None = None
+        self._rebuilt = False
         self._counts = [0] * len(self._params)
         self._reductions = [0] * len(self._params)
         self._final_order: dict[int, None] = {}  # parameters, in the order they became final
@@ -156,12 +170,16 @@ class DistributedDataParallel(Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Run the wrapped module; a backward from its result averages the gradients
         (unless inside ``no_sync()``)."""
-        if comm.world_size() > 1 and is_grad_enabled():
-            self._expecting = self._sync
-            self._reset_step()
-            if self.gradient_as_bucket_view:
-                self._give_views()
-        return self.module(*args, **kwargs)
+        if comm.world_size() == 1 or not is_grad_enabled():
+            return self.module(*args, **kwargs)
+        self._expecting = self._sync
+        self._reset_step()
+        if self.gradient_as_bucket_view:
+            self._give_views()
+        out = self.module(*args, **kwargs)
+        if self._expecting:
+            self._arm(out)
+        return out
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:
@@ -264,12 +282,35 @@ class DistributedDataParallel(Module):
         self._next = 0
         self._during = 0
         self._queued = False
+        self._expected = None
         for bucket in self._buckets:
             bucket.request = None
-            bucket.waiting = (
-                0 if self._learned is None
-                else sum(1 for i in bucket.params if self._learned[i] > 0)
-            )
+
+    def _arm(self, out: Any) -> None:
+        """NOTE [ Uses ]: the counts the coming backward should reach, from the graph."""
+        expected = [0] * len(self._params)
+        self._custom = False
+        stack = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None]
+        if not stack:
+            return  # nothing to differentiate through the wrapper: reduce at the end
+        seen = set(stack)
+        while stack:
+            node = stack.pop()
+            if node.__class__ is AccumulateGrad:
+                i = self._index.get(id(node.variable))
+                if i is not None:
+                    expected[i] = 1
+                continue
+            if isinstance(node, FunctionCtx):
+                self._custom = True
+            for child, _ in node.next_functions:
+                if child is not None and child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+        self._expected = self._learned if self._custom else expected
+        if self._expected is not None:
+            for bucket in self._buckets:
+                bucket.waiting = sum(1 for i in bucket.params if self._expected[i] > 0)
 
     def _hook(self, i: int) -> Any:
         def on_grad(param: Tensor) -> None:
@@ -286,23 +327,37 @@ class DistributedDataParallel(Module):
         self._counts[i] += 1
         bucket = self._buckets[self._bucket_of[i]]
         if bucket.index < self._next:
-            raise DistributedError(
-                f"DistributedDataParallel: parameter {self._names[i]!r} received a gradient "
-                f"after its bucket was reduced ({self._counts[i]} additions into .grad in this "
-                f"backward, {self._learned[i] if self._learned else 0} in the first one): the "
-                "model used it more times than in the first step. Use each parameter the same "
-                "number of times, in the same checkpoint regions, in every step"
-            )
-        if self._learned is None:
+            self._too_late(i)
+        if not self._rebuilt:
             self._final_order.pop(i, None)
             self._final_order[i] = None
+        if self._expected is None:
             return
-        if self._counts[i] == self._learned[i]:
+        if self._counts[i] == self._expected[i]:
             bucket.waiting -= 1
             while self._next < len(self._buckets) and self._buckets[self._next].waiting == 0:
                 self._start(self._buckets[self._next])
                 self._during += 1
         self._progress()
+
+    def _too_late(self, i: int) -> None:
+        expected = self._expected[i] if self._expected is not None else 0
+        if self._custom:
+            why = (
+                f"{expected} as in the first step; the graph holds a custom Function (such as "
+                "a reentrant checkpoint), so the counts were learned then: use each parameter "
+                "the same number of times, in the same checkpoint regions, in every step"
+            )
+        else:
+            why = (
+                f"{expected} from the graph of the wrapper's output; compute everything that "
+                "uses the parameters inside the wrapped module's forward"
+            )
+        raise DistributedError(
+            f"DistributedDataParallel: parameter {self._names[i]!r} received a gradient after "
+            f"its bucket was reduced: {self._counts[i]} additions into .grad in this backward "
+            f"where the wrapper expected {why}"
+        )
 
     def _start(self, bucket: _Bucket) -> None:
         flat, off = bucket.flat, bucket.offsets
@@ -368,18 +423,20 @@ class DistributedDataParallel(Module):
         self.stats = DDPStats(len(self._buckets), self._during, reductions)
         self._given = [False] * len(self._params)
         self._used = [False] * len(self._params)
-        if self._learned is None:
-            self._learn()
+        if self._custom and self._learned is None:
+            self._learned = list(self._counts)
+        if not self._rebuilt:
+            self._rebuild()
+            self._rebuilt = True
         self._expecting = False
 
-    def _learn(self) -> None:
-        """NOTE [ Uses ]: keep the first step's counts, and rebuild the buckets in rank 0's
-        order of final gradients (unused parameters last)."""
+    def _rebuild(self) -> None:
+        """NOTE [ Uses ]: rebuild the buckets in rank 0's order of final gradients (unused
+        parameters last)."""
         order = list(self._final_order) + [
             i for i in reversed(range(len(self._params))) if i not in self._final_order
         ]
         order = comm.broadcast_object(order, src=0)
-        self._learned = list(self._counts)
         self._build_buckets(order)
         if self.gradient_as_bucket_view:  # move the gradients into the new buckets
             for i, p in enumerate(self._params):
@@ -387,6 +444,17 @@ class DistributedDataParallel(Module):
                     view = self._view(i)
                     view[...] = p.grad._data
                     p.grad = Tensor(view)
+
+
+def _tensors(value: Any) -> list[Tensor]:
+    """The tensors in a module's output: a Tensor, or tuples, lists and dicts of them."""
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
 
 
 def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:

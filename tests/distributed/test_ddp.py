@@ -105,8 +105,12 @@ def test_two_ranks_equal_one_rank_on_the_doubled_batch(tmp_path, ckpt, extra):
         # parameter in one bucket
         assert step["reductions"] == [1], step
         assert step["iallreduce"] == step["buckets"], step
-        if i > 0:  # after the first step, buckets start while backward runs
+        # buckets start while backward runs: from the first step for a graph of built-in
+        # ops, after the first for reentrant checkpoints, whose counts are learned then
+        if i > 0 or ckpt != "reentrant":
             assert step["during_backward"] >= 1, step
+        else:
+            assert step["during_backward"] == 0, step
     if "--unused" in extra:
         assert two["spare_grad_is_none"] and one["spare_grad_is_none"]
     for step in two["grads_are_views"]:  # NOTE [ Gradients as bucket views ]
