@@ -46,6 +46,7 @@ class Net(nn.Module):
             self.spare = nn.Parameter(mg.ones(3, dtype=mg.float64))
         self.ckpt = ckpt
         self.repeats = 2  # uses of the middle layer
+        self.use_spare = False  # add the spare parameter's sum to the output
         for p in self.parameters():
             p.data = p.to(mg.float64)
 
@@ -59,6 +60,8 @@ class Net(nn.Module):
                 h = self._middle(h)
             else:
                 h = checkpoint(self._middle, h, use_reentrant=self.ckpt == "reentrant")
+        if self.use_spare:
+            return self.last(h) + self.spare.sum()
         return self.last(h)
 
 
@@ -96,6 +99,7 @@ def train(args: argparse.Namespace) -> dict:
     views = []
     for step in range(args.steps):
         opt.zero_grad(set_to_none=not args.zero_in_place)
+        net.use_spare = args.alternate and step % 2 == 1  # used in odd steps only
         start = counting.iallreduce if counting else 0
         # the global batch of this step, cut into micro-batches, each cut between the ranks
         lo = step * global_batch
@@ -197,6 +201,8 @@ def main() -> None:
     parser.add_argument("--accumulate", type=int, default=1)
     parser.add_argument("--bucket-bytes", type=int, default=25 * 2**20)
     parser.add_argument("--unused", action="store_true")
+    parser.add_argument("--alternate", action="store_true",
+                        help="with --unused: use the spare parameter in odd steps")
     parser.add_argument("--view", action="store_true", help="gradient_as_bucket_view")
     parser.add_argument("--zero-in-place", action="store_true",
                         help="zero_grad(set_to_none=False)")
