@@ -82,14 +82,16 @@ class DDPStats:
 
 
 class _Bucket:
-    __slots__ = ("index", "params", "offsets", "flat", "waiting", "request")
+    __slots__ = ("index", "params", "offsets", "storage", "flat", "waiting", "request")
 
     def __init__(self, index: int, params: list[int], sizes: list[int], dtype: np.dtype) -> None:
         self.index = index
         self.params = params
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        # the gradients, then one flag per parameter: 1 where this rank has a gradient
-        self.flat = np.empty(int(self.offsets[-1]) + len(params), dtype=dtype)
+        # the gradients, then one flag per parameter: 1 where this rank has a gradient; held
+        # as a Tensor, so that memory accounting (memgrad.memory) counts the bucket
+        self.storage = Tensor(np.empty(int(self.offsets[-1]) + len(params), dtype=dtype))
+        self.flat = self.storage._data
         self.waiting = 0
         self.request: Any = None
 

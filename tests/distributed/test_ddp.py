@@ -57,6 +57,17 @@ def test_collectives_and_sampler(tmp_path):
     assert r0["indices"] == order[0:10:2].tolist() and r1["indices"] == order[1:10:2].tolist()
 
 
+def test_memory_accounting_counts_the_buckets(tmp_path):
+    proc, result = run(tmp_path, 2, "accounting")
+    ok(proc)
+    n = sum(result["sizes"])  # float64 parameters
+    buckets = (n + len(result["sizes"])) * 8  # every gradient and one flag per parameter
+    assert result["grown"] == buckets
+    assert result["buckets"] == 3  # 1+12+12 | 144 (alone over 1000 bytes) | 12+72 elements
+    # after the first step rebuilt them: the new buckets, the gradients and the input alone
+    assert result["after_rebuild"] == buckets + n * 8 + 4 * 6 * 8
+
+
 def test_one_process_without_mpiexec(tmp_path):
     proc, result = run(tmp_path, None, "collectives")
     ok(proc)
