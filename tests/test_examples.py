@@ -41,6 +41,10 @@ EXPECTED = {
         "predicted peak: ", "measured peak fits the budget: True", "PlanError: ",
     ],
     "transformer_lm.py": ["loss went down: True"],
+    "data_parallel.py": [
+        "1 rank(s), 64 examples per rank and step", "loss went down: True",
+        "every rank holds the same weights: True",
+    ],
 }
 
 

@@ -68,6 +68,22 @@ def test_memory_accounting_counts_the_buckets(tmp_path):
     assert result["after_rebuild"] == buckets + n * 8 + 4 * 6 * 8
 
 
+def test_example_on_two_ranks_prints_the_losses_of_one():
+    example = Path(__file__).parents[2] / "examples" / "data_parallel.py"
+    runs = [
+        subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT,
+                       env=launch.rank_environment(n))
+        for n, cmd in [(1, [sys.executable, str(example)]),
+                       (2, launch.mpiexec_command(2, [str(example)]))]
+    ]
+    for proc in runs:
+        ok(proc)
+    one, two = ([line for line in p.stdout.splitlines() if line.startswith("epoch")] for p in runs)
+    assert len(one) == 8 and one == two  # printed once, and the same losses to 4 decimals
+    assert "2 rank(s), 32 examples per rank and step" in runs[1].stdout
+    assert "every rank holds the same weights: True" in runs[1].stdout
+
+
 def test_one_process_without_mpiexec(tmp_path):
     proc, result = run(tmp_path, None, "collectives")
     ok(proc)
