@@ -15,7 +15,7 @@ the world has more than one rank, ``init()`` installs an exception hook: it prin
 error once, prefixed with the rank, and calls ``MPI_Abort``, which makes ``mpiexec`` end
 every rank with a non-zero status. An error raised on every rank alike (``all_ranks=True``
 on a ``DistributedError``) is printed by rank 0 only; the other ranks give it a moment
-before aborting.
+before aborting. Ctrl-C, which ``mpiexec`` passes to every rank, is one line from rank 0.
 """
 
 from __future__ import annotations
@@ -254,6 +254,14 @@ def _abort_on_error(
 ) -> None:
     """NOTE [ Faults ]: print an uncaught error once, then end every rank."""
     w = _get()
+    if issubclass(kind, KeyboardInterrupt):  # Ctrl-C reaches every rank: say it once
+        if w.rank == 0:
+            sys.stderr.write(f"memgrad.distributed: interrupted; aborting all {w.size} ranks\n")
+            sys.stderr.flush()
+        else:
+            time.sleep(_QUIET_ABORT_SECONDS)  # rank 0 says it and aborts the job meanwhile
+        w.comm.Abort(130)
+        return
     if isinstance(error, DistributedError) and error.all_ranks and w.rank != 0:
         time.sleep(_QUIET_ABORT_SECONDS)  # rank 0 prints it and aborts the job meanwhile
     else:

@@ -195,6 +195,11 @@ def overuse(args: argparse.Namespace) -> dict:
     return {}
 
 
+def interrupt(args: argparse.Namespace) -> dict:
+    dist.barrier()
+    raise KeyboardInterrupt  # as Ctrl-C, which mpiexec passes to every rank
+
+
 def fault(args: argparse.Namespace) -> dict:
     model = dist.DistributedDataParallel(nn.Linear(4, 2))
     for step in range(3):
@@ -208,7 +213,7 @@ def fault(args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     scenarios = ["train", "collectives", "accounting", "mismatch", "mismatch_order", "overuse",
-                 "fault"]
+                 "interrupt", "fault"]
     parser.add_argument("scenario", choices=scenarios)
     parser.add_argument("--out", required=True)
     parser.add_argument("--ckpt", choices=["none", "reentrant", "nonreentrant"], default="none")

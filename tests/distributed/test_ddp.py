@@ -184,6 +184,13 @@ def test_a_gradient_after_its_bucket_was_reduced_is_an_error(tmp_path):
     ), proc.stderr
 
 
+def test_an_interrupt_is_one_line(tmp_path):
+    proc, _ = run(tmp_path, 2, "interrupt")
+    assert proc.returncode != 0
+    assert proc.stderr.count("memgrad.distributed: interrupted; aborting all 2 ranks") == 1
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_a_rank_that_raises_ends_every_rank(tmp_path):
     # rank 1 raises between forward and backward while rank 0 goes on into backward and
     # waits for its reductions: both must end, soon, and the error be printed once
