@@ -65,7 +65,7 @@ from workloads import FULL, SMALL
 
 import memgrad as mg
 import memgrad.distributed as dist
-from memgrad.checkpoint import checkpoint_sequential
+from memgrad.checkpoint import CheckpointedSequential
 from memgrad.cli import models
 from memgrad.distributed import launch
 from memgrad.nn import functional as F
@@ -204,18 +204,6 @@ def worker_torch_comm(args: argparse.Namespace) -> dict[str, Any]:
     return {"ranks": comm.Get_size(), "repeats": repeats, "rows": rows}
 
 
-class Checkpointed(mg.nn.Module):
-    """``checkpoint_sequential`` over ``layers`` in ``segments`` segments, as a Module."""
-
-    def __init__(self, layers: mg.nn.Sequential, segments: int) -> None:
-        super().__init__()
-        self.layers = layers
-        self.segments = segments
-
-    def forward(self, x: mg.Tensor) -> mg.Tensor:
-        return checkpoint_sequential(self.layers, self.segments, x)
-
-
 def _shard(sizes: dict[str, int], nranks: int, rank: int) -> tuple[np.ndarray, np.ndarray]:
     """Rank ``rank``'s rows of the global batch of ``2 * batch`` inputs and targets."""
     total = 2 * sizes["batch"]
@@ -257,7 +245,7 @@ def worker_train(args: argparse.Namespace) -> dict[str, Any]:
     nranks, rank = dist.world_size(), dist.rank()
     sizes = w1_sizes(args.small)
     model = models.mlp(depth=sizes["depth"], width=sizes["width"], batch=1, seed=0)[0]
-    module = model if args.segments == 0 else Checkpointed(model, args.segments)
+    module = model if args.segments == 0 else CheckpointedSequential(model, args.segments)
     ddp = dist.DistributedDataParallel(module, gradient_as_bucket_view=args.view)
     x_np, target_np = _shard(sizes, nranks, rank)
     x, target = mg.from_numpy(x_np), mg.from_numpy(target_np)

@@ -4,7 +4,7 @@
     mpiexec -n 2 python examples/data_parallel.py    # two ranks (pip install ".[dist]")
 
 Each rank takes its share of every batch (DistributedSampler), the model's layers run
-through checkpoint_sequential inside the wrapped module, and DistributedDataParallel
+through checkpoint_sequential (CheckpointedSequential, a Module), and DistributedDataParallel
 averages the gradients, so every rank takes the same step as one process on the whole
 batch would. Only rank 0 prints.
 """
@@ -14,21 +14,9 @@ import numpy as np
 import memgrad as mg
 import memgrad.distributed as dist
 from memgrad import nn
-from memgrad.checkpoint import checkpoint_sequential
+from memgrad.checkpoint import CheckpointedSequential
 from memgrad.distributed import DistributedDataParallel, DistributedSampler
 from memgrad.nn import functional as F
-
-
-class Checkpointed(nn.Module):
-    """``layers`` run in ``segments`` checkpointed segments."""
-
-    def __init__(self, layers: nn.Sequential, segments: int) -> None:
-        super().__init__()
-        self.layers = layers
-        self.segments = segments
-
-    def forward(self, x: mg.Tensor) -> mg.Tensor:
-        return checkpoint_sequential(self.layers, self.segments, x)
 
 
 def main() -> None:
@@ -41,7 +29,7 @@ def main() -> None:
     mg.manual_seed(0)
     layers = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(8, 8), nn.Tanh())],
                            nn.Linear(8, 1))
-    model = DistributedDataParallel(Checkpointed(layers, segments=3))
+    model = DistributedDataParallel(CheckpointedSequential(layers, segments=3))
     opt = mg.optim.Adam(model.parameters(), lr=0.01)
     sampler = DistributedSampler(len(x_all), seed=0)
     batch = 64 // world  # per rank: a global batch of 64 however many ranks

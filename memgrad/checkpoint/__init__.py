@@ -3,11 +3,16 @@
 from memgrad.checkpoint import policy
 from memgrad.checkpoint.checkpoint import checkpoint, is_recomputing
 from memgrad.checkpoint.planner import Plan, StageProfile, plan, plan_from_profile, predict, profile
-from memgrad.checkpoint.sequential import checkpoint_sequential, segment_bounds
+from memgrad.checkpoint.sequential import (
+    CheckpointedSequential,
+    checkpoint_sequential,
+    segment_bounds,
+)
 
 __all__ = [
     "checkpoint",
     "checkpoint_sequential",
+    "CheckpointedSequential",
     "segment_bounds",
     "is_recomputing",
     "policy",

@@ -1,5 +1,5 @@
 """``checkpoint_sequential``: cut a chain of layers into segments and checkpoint all but the
-last one."""
+last one; ``CheckpointedSequential`` is the same as a Module."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memgrad.checkpoint.checkpoint import checkpoint
+from memgrad.nn.module import Module
 
-__all__ = ["checkpoint_sequential", "segment_bounds"]
+__all__ = ["checkpoint_sequential", "segment_bounds", "CheckpointedSequential"]
 
 
 def segment_bounds(n: int, segments: int) -> list[tuple[int, int]]:
@@ -89,3 +90,31 @@ def checkpoint_sequential(
         )
     start, end = bounds[-1]
     return run(start, end)(x)
+
+
+class CheckpointedSequential(Module):
+    """``layers`` run through ``checkpoint_sequential`` with ``segments`` (a count or a
+    ``Plan``), as a Module: its parameters are the layers', and it can be wrapped or nested
+    like any model (``DistributedDataParallel`` averages the gradients of a backward only
+    after a forward through the wrapper).
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.checkpoint import CheckpointedSequential
+        >>> layers = mg.nn.Sequential(mg.nn.Linear(4, 4), mg.nn.Tanh(), mg.nn.Linear(4, 1))
+        >>> model = CheckpointedSequential(layers, 2)
+        >>> model(mg.ones(3, 4)).sum().backward()
+        >>> layers[0].weight.grad.shape
+        (4, 4)
+    """
+
+    def __init__(self, layers: Module, segments: Any, use_reentrant: bool = False) -> None:
+        super().__init__()
+        self.layers = layers
+        self.segments = segments
+        self.use_reentrant = use_reentrant
+
+    def forward(self, x: Any) -> Any:
+        return checkpoint_sequential(self.layers, self.segments, x,
+                                     use_reentrant=self.use_reentrant)
+

@@ -56,7 +56,7 @@ from rich.text import Text
 import memgrad as mg
 import memgrad.distributed as dist
 from memgrad import nn
-from memgrad.checkpoint import Plan, checkpoint_sequential, plan, plan_from_profile
+from memgrad.checkpoint import CheckpointedSequential, Plan, plan, plan_from_profile
 from memgrad.cli.measure import accounting, compare_grads, measure_step, time_step
 from memgrad.cli.models import LMHead, TokenEmbedding
 from memgrad.cli.output import CliError, check_writable, console, first_line
@@ -268,20 +268,6 @@ def _choose_plan(
     return plan_from_profile(least.profiles, least.predicted_peak)
 
 
-class _Planned(nn.Module):
-    """``model`` run through ``checkpoint_sequential`` with ``plan``: the module that
-    ``DistributedDataParallel`` wraps, since it synchronises only a backward that follows a
-    forward through itself. Its parameters are ``model``'s."""
-
-    def __init__(self, model: nn.Sequential, chosen: Plan) -> None:
-        super().__init__()
-        self.model = model
-        self.plan = chosen
-
-    def forward(self, x: mg.Tensor) -> mg.Tensor:
-        return checkpoint_sequential(list(self.model), self.plan, x)
-
-
 def _shard_batches(sampler: DistributedSampler, batch: int) -> Iterator[np.ndarray]:
     """This rank's window numbers in consecutive chunks of ``batch``, epoch after epoch; a
     short tail of an epoch is dropped (every rank's shard has the same length, so all ranks
@@ -303,7 +289,10 @@ def _train(
     rank's). Memory accounting must be on (``accounting()``), so that tracking each step
     costs little. Every rank runs it (NOTE [ Data-parallel train ])."""
     world = dist.world_size()
-    net = DistributedDataParallel(_Planned(model, chosen), gradient_as_bucket_view=True)
+    # DDP averages the gradients of a backward that follows a forward through it, so the
+    # checkpointed model is a Module
+    net = DistributedDataParallel(CheckpointedSequential(model, chosen),
+                                  gradient_as_bucket_view=True)
     opt = mg.optim.AdamW(model.parameters(), lr=args.lr)
     sampler = DistributedSampler(num_windows(len(tokens), args.seq), num_replicas=world,
                                  rank=dist.rank(), shuffle=True, seed=args.seed)

@@ -337,3 +337,23 @@ def test_checkpoint_sequential_matches_plain(segments, use_reentrant):
     assert loss == ref_loss
     for a, b in zip(got, ref):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpointed_sequential_module_matches_plain(reentrant):
+    from memgrad.checkpoint import CheckpointedSequential, plan
+
+    mg.manual_seed(0)
+    layers = mg.nn.Sequential(*[m for _ in range(4) for m in (mg.nn.Linear(6, 6), mg.nn.Tanh())])
+    x = mg.randn(5, 6, requires_grad=True)
+    layers(x).pow(2).sum().backward()
+    expected = [p.grad.numpy().copy() for p in layers.parameters()] + [x.grad.numpy().copy()]
+    for segments in (3, plan(list(layers), x)):
+        layers.zero_grad()
+        x.grad = None
+        model = CheckpointedSequential(layers, segments, use_reentrant=reentrant)
+        assert [id(p) for p in model.parameters()] == [id(p) for p in layers.parameters()]
+        model(x).pow(2).sum().backward()
+        got = [p.grad.numpy() for p in layers.parameters()] + [x.grad.numpy()]
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a, b)
