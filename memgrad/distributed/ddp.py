@@ -255,24 +255,21 @@ class DistributedDataParallel(Module):
             for b, (ids, dtype) in enumerate(buckets)
         ]
         self._bucket_of = [0] * len(self._params)
+        self._views: list[np.ndarray] = [np.empty(0)] * len(self._params)
         for bucket in self._buckets:
-            for i in bucket.params:
+            off = bucket.offsets
+            for k, i in enumerate(bucket.params):
                 self._bucket_of[i] = bucket.index
+                # parameter i's slice of its bucket, in the parameter's shape
+                self._views[i] = bucket.flat[off[k]:off[k + 1]].reshape(self._params[i].shape)
 
     # ------------------------------------------------------------------ per step
-    def _view(self, i: int) -> np.ndarray:
-        """Parameter ``i``'s slice of its bucket, in the parameter's shape."""
-        bucket = self._buckets[self._bucket_of[i]]
-        k = bucket.params.index(i)
-        flat = bucket.flat[bucket.offsets[k]:bucket.offsets[k + 1]]
-        return flat.reshape(self._params[i]._data.shape)
-
     def _give_views(self) -> None:
         """NOTE [ Gradients as bucket views ]: a zeroed slice for each ``.grad`` that is
         None."""
         for i, p in enumerate(self._params):
             if p.grad is None:
-                view = self._view(i)
+                view = self._views[i]
                 view.fill(0)
                 p.grad = Tensor(view)
                 self._given[i] = True
@@ -362,24 +359,24 @@ class DistributedDataParallel(Module):
         )
 
     def _start(self, bucket: _Bucket) -> None:
-        flat, off = bucket.flat, bucket.offsets
-        flags = flat[off[-1]:]
+        flat = bucket.flat
+        flags = flat[bucket.offsets[-1]:]
         views = self.gradient_as_bucket_view
         for k, i in enumerate(bucket.params):
             self._reductions[i] += 1
             p = self._params[i]
             g = p.grad
-            segment = flat[off[k]:off[k + 1]]
+            view = self._views[i]
             if g is None:
-                segment.fill(0)
+                view.fill(0)
                 flags[k] = 0
                 continue
             # a slice given out zeroed counts as a gradient once backward added into it
             flags[k] = 1 if self._used[i] or not self._given[i] else 0
-            if not (views and _same_memory(g._data, segment)):
-                segment[...] = g._data.reshape(-1)
+            if not (views and _same_memory(g._data, view)):
+                view[...] = g._data
                 if views:
-                    p.grad = Tensor(segment.reshape(p._data.shape))
+                    p.grad = Tensor(view)
         w = comm._get()
         bucket.request = w.comm.Iallreduce(w.mpi.IN_PLACE, flat, op=w.mpi.SUM)
         self._next = bucket.index + 1
@@ -407,19 +404,18 @@ class DistributedDataParallel(Module):
                     if self._given[i]:
                         p.grad = None  # the zeroed slice goes back
                     continue
+                view = self._views[i]
                 if views:
-                    view = flat[off[k]:off[k + 1]].reshape(p._data.shape)
                     if p.grad is None or not _same_memory(p.grad._data, view):
                         p.grad = Tensor(view)  # another rank's gradient, this one had none
                     else:
                         p.grad._bump_version()
                     continue
-                total = flat[off[k]:off[k + 1]].reshape(p._data.shape)
                 g = p.grad
                 if g is None or g._requires_grad or g._data.shape != p._data.shape:
-                    p.grad = Tensor(total / w.size)
+                    p.grad = Tensor(view / w.size)
                 else:
-                    np.divide(total, w.size, out=g._data)
+                    np.divide(view, w.size, out=g._data)
                     g._bump_version()
         reductions = dict(zip(self._names, self._reductions))
         self.stats = DDPStats(len(self._buckets), self._during, reductions)
@@ -443,7 +439,7 @@ class DistributedDataParallel(Module):
         if self.gradient_as_bucket_view:  # move the gradients into the new buckets
             for i, p in enumerate(self._params):
                 if p.grad is not None:
-                    view = self._view(i)
+                    view = self._views[i]
                     view[...] = p.grad._data
                     p.grad = Tensor(view)
 
