@@ -105,12 +105,12 @@ def _targets(n: int, d: int) -> np.ndarray:
     return t
 
 
-def _ce_forward(n: int, d: int, dt: np.dtype) -> tuple:
-    return 3 * _normal((n, d), dt, 0), _targets(n, d), -100, 0.0
+def _nll_forward(n: int, d: int, dt: np.dtype) -> tuple:
+    return 3 * _normal((n, d), dt, 0), _targets(n, d), -100, 0.1
 
 
-def _ce_backward(n: int, d: int, dt: np.dtype) -> tuple:
-    return _normal((n,), dt, 1), 3 * _normal((n, d), dt, 0), _targets(n, d), -100, 0.0
+def _nll_backward(n: int, d: int, dt: np.dtype) -> tuple:
+    return _normal((n,), dt, 1), _targets(n, d), d, -100, 0.1
 
 
 def _scatter(n: int, d: int, dt: np.dtype) -> tuple:
@@ -168,10 +168,8 @@ def cases() -> list[Case]:
         Case("layer_norm_backward", "norm", "layer_norm_backward", None, _ln_backward),
         Case("layer_norm_weight_grad", "norm", "layer_norm_weight_grad", None,
              _ln_weight_grad),
-        Case("cross_entropy_forward", "loss", "cross_entropy_forward", None, _ce_forward,
-             cols=256),
-        Case("cross_entropy_backward", "loss", "cross_entropy_backward", None, _ce_backward,
-             cols=256),
+        Case("nll_forward", "loss", "nll_forward", None, _nll_forward, cols=256),
+        Case("nll_backward", "loss", "nll_backward", None, _nll_backward, cols=256),
         Case("index_add_rows", "scatter", "index_add_rows", None, _scatter),
     ]
 

@@ -38,8 +38,9 @@ class VersionCounter:
     """Shared by a tensor, its views and its detached aliases.
 
     ``v`` counts in-place changes to the data. ``gen`` counts in-place changes that gave
-    the base tensor a new ``grad_fn``: a view made before such a change has a stale graph.
-    See NOTE [ Views and in-place ops ] in ops/inplace.py.
+    the base tensor a new ``grad_fn``: a view made before such a change has a stale graph,
+    which is regenerated from the base before the view is used again. See NOTE [ Views and
+    in-place ops ] in ops/inplace.py.
     """
 
     __slots__ = ("v", "gen")
@@ -73,6 +74,7 @@ class Tensor:
         "_hooks",  # leaf tensor hooks (non-leaf hooks live on grad_fn)
         "_base",  # the tensor this one is a view of
         "_view_gen",  # _vc.gen when this view was made
+        "_view_fn",  # the view ops from _base to this view: ((primitive, params), ...)
         "_retains_grad",
         "_post_acc_hooks",  # leaf hooks run after .grad is updated
         "__weakref__",
@@ -91,8 +93,8 @@ class Tensor:
         self._acc = None
         self._hooks = None
         self._base = None
-        # _view_gen, _retains_grad and _post_acc_hooks are set only when used (read with
-        # getattr)
+        # _view_gen, _view_fn, _retains_grad and _post_acc_hooks are set only when used
+        # (read with getattr)
         if requires_grad:
             self.requires_grad = True
 

@@ -63,7 +63,7 @@ def max_pool2d(x, out, indices, kh, kw, sh, sw, ph, pw, dh, dw):
 def max_pool2d_backward(g, indices, out):
     """Zero ``out`` (N, C, H, W), then add each ``g[n, c, oy, ox]`` at the flat position
     ``indices[n, c, oy, ox]`` of plane ``(n, c)`` (repeats summed, -1 skipped). Returns
-    ``out``.
+    ``out``. An index outside [-1, H * W) raises IndexError before anything is written.
 
     Example:
         >>> at = np.array([[[[4]]]])
@@ -74,6 +74,13 @@ def max_pool2d_backward(g, indices, out):
     """
     n_, c_, h, w = out.shape
     oh, ow = g.shape[2], g.shape[3]
+    for task in range(n_ * c_):  # every index is checked before anything is written
+        n, c = task // c_, task % c_
+        for oy in range(oh):
+            for ox in range(ow):
+                k = indices[n, c, oy, ox]
+                if k < -1 or k >= h * w:
+                    raise IndexError("max_pool2d_backward: an index is out of range")
     for task in range(n_ * c_):
         n, c = task // c_, task % c_
         plane = out[n, c]

@@ -25,6 +25,10 @@ NOTE [ Engine ]
    the outermost backward of this thread has finished, in the order queued; reentrant
    backward calls inside it (the reentrant checkpoint's) are part of it. Data-parallel
    training uses both: a hook per parameter, and a callback that waits for the reductions.
+8. Backward passes in several threads may share leaves (one model, a batch per thread):
+   each leaf has one AccumulateGrad while a graph holds it (made under a lock), and every
+   update of its ``.grad`` (AccumulateGrad, a sink of point 5) holds that accumulator's
+   lock, so no addition is lost.
 """
 
 from __future__ import annotations
@@ -37,7 +41,13 @@ from typing import Any
 import numpy as np
 
 from memgrad.autograd.grad_mode import state
-from memgrad.autograd.graph import AccumulateGrad, Node, accumulate_into, accumulator
+from memgrad.autograd.graph import (
+    AccumulateGrad,
+    Node,
+    accumulate_into,
+    accumulator,
+    refresh_view,
+)
 from memgrad.tensor import Tensor
 
 __all__ = ["backward", "grad", "accumulate_into", "queue_callback"]
@@ -56,6 +66,7 @@ def _as_tuple(x: Any) -> tuple:
 def _root_edge(t: Tensor, api: str, i: int) -> Edge:
     if not isinstance(t, Tensor):
         raise TypeError(f"{api}: expected Tensors as outputs, got {type(t).__name__} at index {i}")
+    _refresh(t)
     if t.grad_fn is not None:
         return (t.grad_fn, t.output_nr)
     if t._requires_grad:
@@ -165,6 +176,13 @@ def queue_callback(fn: Callable[[], None]) -> None:
     state.final_callbacks.append(fn)
 
 
+def _refresh(t: Tensor) -> None:
+    # a view whose base was changed in place with a graph since gets the base's graph
+    # (NOTE [ Views and in-place ops ] in ops/inplace.py)
+    if t._base is not None and t._vc.gen != t._view_gen:
+        refresh_view(t)
+
+
 def _ignore(g: Tensor) -> None:
     return None
 
@@ -176,6 +194,7 @@ def _accumulate_fn(t: Tensor) -> Callable[[Tensor], None]:
 def _input_edge(t: Any, api: str, i: int) -> Edge:
     if not isinstance(t, Tensor):
         raise TypeError(f"{api}: expected Tensors as inputs, got {type(t).__name__} at index {i}")
+    _refresh(t)
     if not t._requires_grad:
         raise RuntimeError(
             f"{api}: input {i} does not require grad; set requires_grad=True on it (or drop it "
@@ -311,12 +330,8 @@ def _execute(
             if buf is None:
                 out = (None,) * len(node.next_functions)
             elif node._hooks is None and not anomaly:
-                sinks = _sinks(node) if direct and node.sink_inputs else None
-                if sinks:
-                    out = node.apply(buf, sinks)
-                    for i, t in sinks.items():
-                        t._bump_version()
-                        sunk.add(node.next_functions[i][0])
+                if direct and node.sink_inputs:
+                    out = _apply_with_sinks(node, buf, sunk)
                 else:
                     out = node.apply(buf)
                 meta = node._input_meta
@@ -381,6 +396,31 @@ def _post_accumulate_hooks(leaf: Tensor) -> None:
     if hooks:
         for fn in list(hooks):
             fn(leaf)
+
+
+def _apply_with_sinks(node: Node, buf: list, sunk: set) -> tuple:
+    """Run ``node``, letting it add into the existing ``.grad`` of the leaves it may sink
+    into (NOTE [ Accumulate in place ]), under those leaves' accumulator locks."""
+    locks = {}
+    for i in node.sink_inputs:
+        acc = node.next_functions[i][0]
+        if acc.__class__ is AccumulateGrad:
+            locks[id(acc)] = acc.lock
+    held = [locks[k] for k in sorted(locks)]  # one order in every thread: no deadlock
+    for lock in held:
+        lock.acquire()
+    try:
+        sinks = _sinks(node)
+        if not sinks:
+            return node.apply(buf)
+        out = node.apply(buf, sinks)
+        for i, t in sinks.items():
+            t._bump_version()
+            sunk.add(node.next_functions[i][0])
+        return out
+    finally:
+        for lock in held:
+            lock.release()
 
 
 def _sinks(node: Node) -> dict[int, Tensor]:
@@ -478,23 +518,24 @@ def _call_tensor_hooks(hooks: list, g: Tensor, shape: tuple) -> Tensor:
 
 
 def _run_node(node: Node, buf: list, anomaly: bool) -> tuple:
-    grads = tuple(buf)
+    grads = buf  # a list: AccumulateGrad takes its gradient out of it (NOTE [ Gradient ownership ])
     hooks = node._hooks
     if hooks is not None:
         for fn in list(hooks.pre):
-            r = fn(grads)
+            r = fn(tuple(grads))
             if r is not None:
-                grads = tuple(r)
+                grads = list(r)
+    grad_outputs = tuple(grads) if hooks is not None and hooks.post else None
     if anomaly:
         from memgrad.autograd.anomaly import run_checked
 
         out = run_checked(node, grads)
     else:
         out = node.apply(grads)
-    if hooks is not None and hooks.post:
+    if grad_outputs is not None:
         out = _validate(node, out)  # post hooks see the final gradients
         for fn in list(hooks.post):
-            r = fn(out, grads)
+            r = fn(out, grad_outputs)
             if r is not None:
                 out = tuple(r)
     return _validate(node, out)

@@ -33,6 +33,7 @@ from memgrad.autograd.graph import (
     _anomaly_trace,
     _seq,
     accumulator,
+    refresh_view,
 )
 from memgrad.autograd.saved import save
 from memgrad.tensor import Tensor
@@ -201,9 +202,12 @@ class Function:
         if cls is Function:
             raise TypeError("Function.apply: subclass Function and call MyFn.apply(*args)")
         ctx = cls._backward_cls.__new__(cls._backward_cls)
-        record = state.grad_enabled and any(
-            isinstance(a, Tensor) and a._requires_grad for a in args
-        )
+        record = False
+        if state.grad_enabled:
+            for a in args:
+                if isinstance(a, Tensor):
+                    _refresh(a)
+                    record = record or a._requires_grad
         meta = []
         needs = []
         edges = []
@@ -212,7 +216,7 @@ class Function:
                 meta.append(Meta((a._data.shape, a._data.dtype)))
                 need = record and a._requires_grad
                 needs.append(need)
-                edges.append(_edge(cls, a) if need else _NO_EDGE)
+                edges.append(_edge(a) if need else _NO_EDGE)
             else:
                 meta.append(None)
                 needs.append(False)
@@ -246,17 +250,17 @@ class Function:
         return tuple(results) if is_tuple else results[0]
 
 
-def _edge(cls: type[Function], a: Tensor) -> tuple:
+def _refresh(a: Tensor) -> None:
+    # a view whose base was changed in place with a graph since gets the base's graph
+    # (NOTE [ Views and in-place ops ] in ops/inplace.py)
+    if a._base is not None and a._vc.gen != a._view_gen:
+        refresh_view(a)
+
+
+def _edge(a: Tensor) -> tuple:
     fn = a.grad_fn
     if fn is None:
         return (accumulator(a), 0)
-    if a._base is not None and a._vc.gen != a._view_gen:
-        raise RuntimeError(
-            f"{cls.__name__}.apply: an input of shape {tuple(a.shape)} is a view of a tensor "
-            "that was changed in place after the view was taken, so its recorded graph is out "
-            "of date. Take the view again after the in-place change, or make the change out "
-            "of place."
-        )
     return (fn, a.output_nr)
 
 
@@ -298,6 +302,11 @@ def _alias(t: Tensor) -> Tensor:
     out = Tensor(t._data)
     vc = t._version_counter()
     out._vc = vc
-    out._base = t._base if t._base is not None else t
+    if t._base is not None:
+        out._base = t._base
+        out._view_fn = t._view_fn
+    else:
+        out._base = t
+        out._view_fn = ()
     out._view_gen = vc.gen
     return out

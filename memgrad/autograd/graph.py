@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import operator
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = [
     "saved_tensors_hooks",
     "accumulator",
     "accumulate_into",
+    "refresh_view",
 ]
 
 _RELEASED_MSG = (
@@ -160,15 +162,20 @@ _seq = itertools.count()
 
 
 class AccumulateGrad(Node):
-    """The sink of a leaf that requires grad: adds incoming gradients into ``.grad``."""
+    """The sink of a leaf that requires grad: adds incoming gradients into ``.grad``.
 
-    __slots__ = ("variable",)
+    ``lock`` makes each update of the leaf's ``.grad`` atomic: backward passes running in
+    several threads may reach the same leaf (NOTE [ Engine ] point 8).
+    """
+
+    __slots__ = ("variable", "lock")
 
     def __init__(self, variable: Any) -> None:
         _init_node(self, (), ())
         # accumulators run as soon as they are ready (PyTorch gives them the largest number)
         self._sequence_nr = sys.maxsize
         self.variable = variable
+        self.lock = threading.Lock()
 
     def apply(self, grads: list) -> tuple:
         g = grads[0]
@@ -176,10 +183,11 @@ class AccumulateGrad(Node):
             return ()
         grads[0] = None
         t = self.variable
-        if t.grad is None and not state.grad_enabled and _owned(g):
-            t.grad = g
-        else:
-            accumulate_into(t, g)
+        with self.lock:
+            if t.grad is None and not state.grad_enabled and _owned(g):
+                t.grad = g
+            else:
+                accumulate_into(t, g)
         return ()
 
 
@@ -221,14 +229,40 @@ def accumulate_into(t: Any, g: Any) -> None:
         current._bump_version()
 
 
+_ACCUMULATOR_LOCK = threading.Lock()
+
+
 def accumulator(t: Any) -> AccumulateGrad:
-    """The one AccumulateGrad of leaf ``t``, shared by all its uses while a graph holds it."""
+    """The one AccumulateGrad of leaf ``t``, shared by all its uses (in every thread) while a
+    graph holds it."""
     ref = t._acc
     acc = ref() if ref is not None else None
     if acc is None:
-        acc = AccumulateGrad(t)
-        t._acc = weakref.ref(acc)
+        with _ACCUMULATOR_LOCK:  # two threads must not give one leaf two accumulators
+            ref = t._acc
+            acc = ref() if ref is not None else None
+            if acc is None:
+                acc = AccumulateGrad(t)
+                t._acc = weakref.ref(acc)
     return acc
+
+
+def refresh_view(t: Any) -> None:
+    """Give view ``t`` the graph of its base as the base is now (NOTE [ Views and in-place
+    ops ] in ops/inplace.py): the view ops from the base are replayed in grad mode, which
+    makes new nodes over the base's current ``grad_fn`` and leaves the data as it is."""
+    r = t._base
+    prev = state.grad_enabled
+    state.grad_enabled = True
+    try:
+        for prim, params in t._view_fn:
+            r = prim(r, **params)
+    finally:
+        state.grad_enabled = prev
+    t.grad_fn = r.grad_fn
+    t.output_nr = r.output_nr
+    t._requires_grad = r._requires_grad
+    t._view_gen = t._vc.gen
 
 
 class saved_tensors_hooks:

@@ -20,7 +20,7 @@ from memgrad.autograd.grad_mode import state
 from memgrad.autograd.graph import accumulator
 from memgrad.tensor import Tensor
 
-__all__ = ["SavedTensor", "HookedSaved", "save"]
+__all__ = ["SavedTensor", "HookedSaved", "save", "raise_modified"]
 
 
 class SavedTensor:
@@ -46,7 +46,8 @@ class SavedTensor:
         if self._is_output:
             vc = self._vc
             if vc.v != self._version:
-                _raise_modified(op, self._data, vc.v, self._version, f"output of {op}")
+                raise_modified(op, self._data.shape, self._data.dtype, vc.v, self._version,
+                               f"output of {op}")
             t = Tensor(self._data)
             t._vc = vc
             t.grad_fn = node
@@ -59,7 +60,7 @@ class SavedTensor:
             source = (
                 "a leaf" if t.grad_fn is None else f"output {t.output_nr} of {t.grad_fn.name()}"
             )
-            _raise_modified(op, t._data, vc.v, self._version, source)
+            raise_modified(op, t._data.shape, t._data.dtype, vc.v, self._version, source)
         return t
 
 
@@ -120,10 +121,12 @@ def save(t: Tensor, is_output: bool = False, op: Any = None, index: int = -1) ->
     return SavedTensor(t, is_output)
 
 
-def _raise_modified(op: str, data: Any, now: int, saved: int, source: str) -> None:
+def raise_modified(op: str, shape: tuple, dtype: Any, now: int, saved: int, source: str) -> None:
+    """Raise the error of a saved tensor changed in place since it was saved (PyTorch's
+    words first, so that code matching them keeps working)."""
     raise RuntimeError(
         "one of the variables needed for gradient computation has been modified by an "
-        f"inplace operation: the {data.dtype} tensor of shape {tuple(data.shape)} saved by "
+        f"inplace operation: the {dtype} tensor of shape {tuple(shape)} saved by "
         f"{op} ({source}) is at version {now}; expected version {saved} instead. Fix: do "
         "the in-place change after backward, or use its out-of-place form (or .clone() "
         "the tensor before changing it)."

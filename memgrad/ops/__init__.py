@@ -18,11 +18,14 @@ from memgrad.ops.movement import (
     chunk,
     expand,
     flatten,
+    gather,
     permute,
     reshape,
+    scatter_add,
     split,
     squeeze,
     stack,
+    take_along_dim,
     transpose,
     unsqueeze,
     view,
@@ -51,7 +54,8 @@ __all__ = [
     "sigmoid", "relu", "maximum", "minimum", "clamp", "where", "matmul", "allclose",
     "cat", "stack", "chunk", "split", "reshape", "view", "permute", "transpose", "expand",
     "squeeze", "unsqueeze", "flatten", "sum", "mean", "max", "min", "amax", "amin", "var",
-    "std", "logsumexp", "softmax", "log_softmax", "argmax", "argmin", "clone",
+    "std", "logsumexp", "softmax", "log_softmax", "argmax", "argmin", "clone", "gather",
+    "take_along_dim", "scatter_add",
 ]
 
 neg = ew.neg
@@ -227,6 +231,7 @@ def _bind() -> None:
         "view": view, "transpose": transpose, "permute": permute, "unsqueeze": unsqueeze,
         "squeeze": squeeze, "expand": expand, "flatten": flatten, "chunk": chunk,
         "split": split, "clone": _unary(clone), "to": _to, "sum_to": _sum_to,
+        "gather": gather, "take_along_dim": take_along_dim, "scatter_add": scatter_add,
         "add_": inplace.add_, "sub_": inplace.sub_, "mul_": inplace.mul_,
         "div_": inplace.div_, "zero_": inplace.zero_, "fill_": inplace.fill_,
         "copy_": inplace.copy_, "clamp_": inplace.clamp_, "relu_": inplace.relu_,

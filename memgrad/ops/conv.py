@@ -350,6 +350,18 @@ def max_pool2d_backward(g, indices, *, input_shape):
     """
     from memgrad._kernels.pool import max_pool2d_backward as kernel
 
+    n, c, h, w = input_shape
+    if g.shape[:2] != (n, c) or indices.shape != g.shape:
+        raise ShapeError(
+            f"max_pool2d_backward: g of shape {g.shape} and indices of shape {indices.shape} "
+            f"must be equal, with (N, C) = {(n, c)} of input_shape {input_shape}"
+        )
+    if indices.size and (indices.min() < -1 or indices.max() >= h * w):
+        bad = int(indices.min() if indices.min() < -1 else indices.max())
+        raise IndexError(
+            f"max_pool2d_backward: index {bad} is out of range for an input plane of {h} x {w} "
+            f"(valid: -1 for no element, 0 to {h * w - 1})"
+        )
     out = np.empty(input_shape, dtype=g.dtype)
     return kernel(np.ascontiguousarray(g), np.ascontiguousarray(indices), out)
 

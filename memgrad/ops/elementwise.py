@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from memgrad.ops.registry import primitive
+from memgrad.tensor import Tensor
 
 __all__ = [
     "add",
@@ -116,7 +117,16 @@ def pow(x, y):
 
 @pow.vjp
 def _(g, out, needs, x, y):
-    gx = g * y * x ** (y - 1) if needs[0] else None
+    gx = None
+    if needs[0]:
+        # x ** 0 is constant: its gradient is 0, also at x == 0, where y * x ** (y - 1) would
+        # be 0 * inf; the exponent 1 there keeps the product finite (and 0), as in PyTorch
+        if isinstance(y, Tensor):
+            gx = g * y * x ** where(y == 0, 1.0, y - 1)
+        elif isinstance(y, np.ndarray):
+            gx = g * y * x ** np.where(y == 0, 1.0, y - 1).astype(y.dtype)
+        else:
+            gx = g * y * x ** (1.0 if y == 0 else y - 1)
     gy = None
     if needs[1]:
         # d/dy x**y = x**y log x, taken as 0 where x == 0 (x**y is constant 0 there for y > 0)

@@ -2,12 +2,12 @@
 losses (``cross_entropy``, ``nll_loss``, ``mse_loss``) and ``scaled_dot_product_attention``;
 ``softmax`` and ``log_softmax`` (primitives of ops/reduce.py) are re-exported here.
 
-``linear``, ``gelu``, ``dropout``, ``layer_norm``, ``embedding`` and ``cross_entropy`` are
+``linear``, ``gelu``, ``dropout``, ``layer_norm``, ``embedding`` and ``nll_loss`` are
 primitives of the op table. Where a fused kernel computes a backward (``gelu``,
-``layer_norm``, ``cross_entropy``), that backward is a primitive too, whose VJP is written
-in memgrad ops, so that double backward works (see NOTE [ One op, one place ] in
-ops/registry.py). ``nll_loss``, ``mse_loss`` and attention are composites: no fused kernel
-pays for itself there.
+``layer_norm``, ``nll_loss``), that backward is a primitive too, whose VJP is written in
+memgrad ops, so that double backward works (see NOTE [ One op, one place ] in
+ops/registry.py). ``cross_entropy`` is ``nll_loss`` after ``log_softmax``; ``mse_loss`` and
+attention are composites: no fused kernel pays for itself there.
 
 An optional tensor argument that is absent (``bias=None``) reaches a primitive as
 ``None``, a constant like a Python scalar. The numba kernels are imported on first use, so
@@ -26,7 +26,7 @@ import numpy as np
 from memgrad.errors import ShapeError
 from memgrad.ops.elementwise import exp, flat_kernel, tanh, where
 from memgrad.ops.movement import index_scatter
-from memgrad.ops.reduce import log_softmax, mean, softmax, softmax_backward, sum, sum_to
+from memgrad.ops.reduce import log_softmax, mean, softmax, sum_to
 from memgrad.ops.registry import primitive
 from memgrad.random import generator
 from memgrad.tensor import Tensor
@@ -422,7 +422,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
             f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape "
             f"{weight.shape}"
         )
-    indices = input if isinstance(input, Tensor) else Tensor(np.asarray(input))
+    indices = input if isinstance(input, Tensor) else Tensor(np.array(input))
     idx = indices.numpy()
     if idx.dtype.kind not in "iu":
         raise TypeError(
@@ -448,47 +448,42 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
 # ---------------------------------------------------------------------------- losses
 
 
-@primitive("cross_entropy", saves={"x": (0,), "target": (0,)}, kind="loss")
-def _cross_entropy(x, target, *, ignore_index, label_smoothing):
-    from memgrad._kernels.loss import cross_entropy_forward
+@primitive("nll_loss", saves={"target": (0,)}, kind="loss")
+def _nll(logp, target, *, ignore_index, label_smoothing):
+    from memgrad._kernels.loss import nll_forward
 
-    return cross_entropy_forward(np.ascontiguousarray(x), target, ignore_index, label_smoothing)
-
-
-@_cross_entropy.vjp
-def _(g, out, needs, x, target, ignore_index, label_smoothing):
-    gx = cross_entropy_backward(
-        g, x, target, ignore_index=ignore_index, label_smoothing=label_smoothing
-    )
-    return gx, None
+    return nll_forward(np.ascontiguousarray(logp), target, ignore_index, label_smoothing)
 
 
-@primitive("cross_entropy_backward", saves={"g": (1,), "x": (0, 1), "target": (0, 1)},
-           kind="loss")
-def cross_entropy_backward(g, x, target, *, ignore_index, label_smoothing):
-    """``g[:, None] * (softmax(x, 1) - q)`` (``q`` the smoothed one-hot target, rows of
-    ``ignore_index`` zero) in one op; itself differentiable."""
-    from memgrad._kernels.loss import cross_entropy_backward as kernel
-
-    x = np.ascontiguousarray(x)
-    g = np.ascontiguousarray(g, dtype=x.dtype)
-    return kernel(g, x, target, ignore_index, label_smoothing)
+@_nll.vjp
+def _(g, out, needs, logp, target, ignore_index, label_smoothing):
+    gl = nll_backward(g, target, classes=logp.shape[1], ignore_index=ignore_index,
+                      label_smoothing=label_smoothing)
+    return gl, None
 
 
-@cross_entropy_backward.vjp
-def _(u, out, needs, g, x, target, ignore_index, label_smoothing):
-    kept = target.numpy() != ignore_index
-    gg = gx = None
-    if needs[0]:
-        ones = Tensor(np.ones(x.shape[0], dtype=x.dtype))
-        d = cross_entropy_backward(
-            ones, x, target, ignore_index=ignore_index, label_smoothing=label_smoothing
-        )
-        gg = sum(u * d, 1)
-    if needs[1]:
-        keep = Tensor(kept.astype(x.dtype)[:, None])
-        gx = softmax_backward(u, softmax(x, 1), dim=1) * (g.unsqueeze(1) * keep)
-    return gg, gx, None
+@primitive("nll_loss_backward", saves={"target": (0,)}, kind="loss")
+def nll_backward(g, target, *, classes, ignore_index, label_smoothing):
+    """``-g[:, None] * q`` (``q`` the smoothed one-hot target, rows of ``ignore_index``
+    zero), the gradient of ``nll_loss`` per row; linear in ``g`` and itself differentiable.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.nn import nll_backward
+        >>> nll_backward(mg.ones(2), mg.tensor([1, -100]), classes=3, ignore_index=-100,
+        ...              label_smoothing=0.0)
+        tensor([[ 0., -1.,  0.],
+                [ 0.,  0.,  0.]])
+    """
+    from memgrad._kernels.loss import nll_backward as kernel
+
+    return kernel(np.ascontiguousarray(g), target, classes, ignore_index, label_smoothing)
+
+
+@nll_backward.vjp
+def _(u, out, needs, g, target, classes, ignore_index, label_smoothing):
+    # linear in g: its VJP is the forward applied to u
+    return _nll(u, target, ignore_index=ignore_index, label_smoothing=label_smoothing), None
 
 
 def _check_reduction(reduction: str, api: str) -> None:
@@ -500,9 +495,16 @@ def _check_reduction(reduction: str, api: str) -> None:
 
 
 def _class_rows(input: Tensor, target: Any, ignore_index: int, api: str):
-    """``input`` as (rows, C) logits and ``target`` as (rows,) int64, checked; and the
-    shape of the per-element losses."""
-    t = target.numpy() if isinstance(target, Tensor) else np.asarray(target)
+    """``input`` as (rows, C) and ``target`` as a (rows,) int64 Tensor, checked; the shape
+    of the per-element losses; and the number of targets not ignored.
+
+    A Tensor target reaches the loss as a view (or, for other integer dtypes, a copy), so
+    that an in-place change to it before backward is caught by the version check; any other
+    target is copied."""
+    if isinstance(target, Tensor):
+        t = target.numpy()
+    else:
+        t = np.asarray(target)
     if t.dtype.kind not in "iu":
         raise TypeError(
             f"{api}: target must hold class indices (an integer tensor, e.g. dtype mg.int64), "
@@ -528,7 +530,13 @@ def _class_rows(input: Tensor, target: Any, ignore_index: int, api: str):
         rows = input
     else:  # (N, C, d1, ...) -> (N * d1 * ..., C)
         rows = input.permute(0, *range(2, input.ndim), 1).reshape(-1, classes)
-    t = np.ascontiguousarray(t.reshape(-1), dtype=np.int64)
+    if isinstance(target, Tensor):
+        flat = target.reshape(-1)
+        if flat.dtype != np.int64 or not flat.numpy().flags.c_contiguous:
+            flat = Tensor(np.ascontiguousarray(flat.numpy(), dtype=np.int64))
+    else:
+        flat = Tensor(np.array(t, dtype=np.int64).reshape(-1))
+    t = flat.numpy()
     kept = t != ignore_index
     if kept.any():
         lo, hi = t[kept].min(), t[kept].max()
@@ -537,7 +545,7 @@ def _class_rows(input: Tensor, target: Any, ignore_index: int, api: str):
                 f"{api}: target {int(lo if lo < 0 else hi)} is out of bounds for {classes} "
                 f"classes (valid: 0 to {classes - 1}, or ignore_index={ignore_index})"
             )
-    return rows, t, expected, int(kept.sum())
+    return rows, flat, expected, int(kept.sum())
 
 
 def _reduce_loss(losses: Tensor, shape: tuple, count: int, reduction: str) -> Tensor:
@@ -559,7 +567,8 @@ def cross_entropy(
     label_smoothing: float = 0.0,
 ) -> Tensor:
     """The cross-entropy of logits ``input`` against class indices ``target``:
-    ``logsumexp(x) - x[target]`` per element, in one fused kernel.
+    ``logsumexp(x) - x[target]`` per element: ``nll_loss`` of ``log_softmax``, which keeps the
+    log-probabilities for backward (as PyTorch does), not the logits.
 
     Args:
         input: logits of shape (C,), (N, C) or (N, C, d1, ...), float32 or float64.
@@ -582,8 +591,9 @@ def cross_entropy(
             f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}"
         )
     rows, t, shape, count = _class_rows(input, target, ignore_index, "cross_entropy")
-    losses = _cross_entropy(
-        rows, Tensor(t), ignore_index=int(ignore_index), label_smoothing=float(label_smoothing)
+    losses = _nll(
+        log_softmax(rows, 1), t, ignore_index=int(ignore_index),
+        label_smoothing=float(label_smoothing),
     )
     return _reduce_loss(losses, shape, count, reduction)
 
@@ -603,9 +613,7 @@ def nll_loss(
     """
     _check_reduction(reduction, "nll_loss")
     rows, t, shape, count = _class_rows(input, target, ignore_index, "nll_loss")
-    kept = t != ignore_index
-    picked = rows[np.arange(t.shape[0]), np.where(kept, t, 0)]
-    losses = picked * Tensor(np.where(kept, -1.0, 0.0).astype(input.dtype))
+    losses = _nll(rows, t, ignore_index=int(ignore_index), label_smoothing=0.0)
     return _reduce_loss(losses, shape, count, reduction)
 
 

@@ -135,8 +135,9 @@ def _nonempty(input: Tensor, api: str) -> None:
 
 
 def max(input: Tensor, dim=None, keepdim: bool = False):
-    """``max(t)``: the largest element. ``max(t, dim)``: a ``(values, indices)`` pair as in
-    PyTorch. ``max(a, b)``: elementwise, as ``maximum``.
+    """``max(t)``: the largest element (ties share the gradient evenly). ``max(t, dim)``: a
+    ``(values, indices)`` pair as in PyTorch; the gradient goes to the returned index.
+    ``max(a, b)``: elementwise, as ``maximum``.
 
     Example:
         >>> import memgrad as mg
@@ -144,25 +145,39 @@ def max(input: Tensor, dim=None, keepdim: bool = False):
         >>> v, i
         (tensor([5., 7.]), tensor([1, 0]))
     """
-    return _max_min(input, dim, keepdim, amax, argmax, "max")
+    return _max_min(input, dim, keepdim, amax, np.argmax, "max")
 
 
 def min(input: Tensor, dim=None, keepdim: bool = False):
     """As ``max``, for the smallest values."""
-    return _max_min(input, dim, keepdim, amin, argmin, "min")
+    return _max_min(input, dim, keepdim, amin, np.argmin, "min")
 
 
 def _max_min(input, dim, keepdim, reduce_fn, arg_fn, api):
     from memgrad.ops.elementwise import maximum, minimum
+    from memgrad.ops.movement import gather
 
     if isinstance(dim, Tensor):
         return (maximum if api == "max" else minimum)(input, dim)
     if dim is None:
         return reduce_fn(input)
-    normalize_dims(dim, input.ndim, api)  # a bad dim is reported under the caller's name
+    dims = normalize_dims(dim, input.ndim, api)  # a bad dim is reported under the caller's name
     if not isinstance(dim, (int, np.integer)):
         return reduce_fn(input, dim, keepdim)
-    return MaxResult(reduce_fn(input, dim, keepdim), arg_fn(input, dim, keepdim))
+    if input.ndim == 0:  # PyTorch allows dim 0 (or -1) on a 0-d tensor: the element itself
+        index = Tensor(np.zeros((), dtype=np.int64))
+        return MaxResult(gather(input, 0, index), index)
+    (d,) = dims
+    if input.shape[d] == 0:
+        raise IndexError(
+            f"{api}(): cannot reduce over dimension {d} of size 0 (input of shape {input.shape})"
+        )
+    # as in PyTorch, the values are gathered at the indices, which backward keeps
+    index = Tensor(arg_fn(input._data, axis=d, keepdims=True).astype(np.int64, copy=False))
+    values = gather(input, d, index)
+    if keepdim:
+        return MaxResult(values, index)
+    return MaxResult(values.squeeze(d), index.squeeze(d))
 
 
 def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
@@ -221,9 +236,27 @@ def var(input: Tensor, dim=None, keepdim: bool = False, *, unbiased=None, correc
 
 
 def std(input: Tensor, dim=None, keepdim: bool = False, *, unbiased=None, correction=None):
-    """Standard deviation over ``dim`` (the square root of ``var``)."""
+    """Standard deviation over ``dim`` (the square root of ``var``). Where the variance is
+    zero the gradient is zero, as in PyTorch (not the NaN of the square root's derivative).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.tensor([1.0, 3.0]).std().item()
+        1.4142135381698608
+    """
     normalize_dims(dim, input.ndim, "std")
-    return var(input, dim, keepdim, unbiased=unbiased, correction=correction).sqrt()
+    return _std_from_var(var(input, dim, keepdim, unbiased=unbiased, correction=correction))
+
+
+@primitive("std_from_var", saves={"out": (0,)}, kind="reduce")
+def _std_from_var(v):
+    return np.sqrt(v)
+
+
+@_std_from_var.vjp
+def _(g, out, needs, v):
+    zero = out == 0  # where the variance is 0 the gradient is 0 (and no 1 / 0 is computed)
+    return (where(zero, 0.0, g / (where(zero, 1.0, out) * 2)),)
 
 
 def logsumexp(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:

@@ -28,7 +28,15 @@ from typing import Any
 import numpy as np
 
 from memgrad.autograd.grad_mode import state
-from memgrad.autograd.graph import _RELEASED_MSG, Meta, Node, _anomaly_trace, _seq, accumulator
+from memgrad.autograd.graph import (
+    _RELEASED_MSG,
+    Meta,
+    Node,
+    _anomaly_trace,
+    _seq,
+    accumulator,
+    refresh_view,
+)
 from memgrad.autograd.saved import SavedTensor, save
 from memgrad.errors import ShapeError
 from memgrad.tensor import Tensor
@@ -54,6 +62,7 @@ class Primitive:
         "node_name",
         "differentiable",
         "accumulates",
+        "array_params",
     )
 
     def __init__(
@@ -66,6 +75,7 @@ class Primitive:
         kind: str,
         differentiable: bool,
         accumulates: tuple[int, ...] = (),
+        array_params: tuple[str, ...] = (),
     ) -> None:
         import inspect
 
@@ -77,6 +87,7 @@ class Primitive:
         self.kind = kind
         self.differentiable = differentiable
         self.accumulates = accumulates
+        self.array_params = array_params
         self.node_name = "".join(p.capitalize() for p in name.split("_")) + "Backward"
         params = inspect.signature(forward).parameters.values()
         names = []
@@ -121,6 +132,7 @@ def primitive(
     kind: str = "elementwise",
     differentiable: bool = True,
     accumulates: tuple[int, ...] = (),
+    array_params: tuple[str, ...] = (),
 ) -> Callable[[Callable], Primitive]:
     """Declare a primitive from its forward function (NumPy arrays in, one array out).
 
@@ -130,13 +142,16 @@ def primitive(
     never require grad. ``accumulates`` lists inputs whose gradient the VJP can add straight
     into an existing ``.grad`` (NOTE [ Accumulate in place ] in autograd/engine.py): its VJP
     then takes ``sinks``, a dict from those input indices to the ``.grad`` tensors.
+    ``array_params`` names keyword parameters that may hold arrays (index arrays): a
+    recorded node keeps private copies of them.
     """
 
     def wrap(forward: Callable) -> Primitive:
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is declared twice")
         prim = Primitive(
-            name, forward, saves or {}, broadcasting, view, kind, differentiable, accumulates
+            name, forward, saves or {}, broadcasting, view, kind, differentiable, accumulates,
+            array_params,
         )
         REGISTRY[name] = prim
         return prim
@@ -211,6 +226,8 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
     grad = False
     for a in args:
         if isinstance(a, Tensor):
+            if a._base is not None and a._vc.gen != a._view_gen and state.grad_enabled:
+                refresh_view(a)  # its base was changed in place with a graph since
             datas.append(a._data)
             if a._requires_grad:
                 grad = True
@@ -222,7 +239,7 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
         raise _op_error(prim, args, e) from e
     out = Tensor(out_data)
     if prim.view:
-        _make_view(out, args[0])
+        _make_view(out, args[0], prim, params)
     if not grad or not state.grad_enabled or not prim.differentiable:
         return out
     if out._data.dtype.kind != "f":
@@ -240,8 +257,6 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
                 needs.append(True)
                 fn = a.grad_fn
                 if fn is not None:
-                    if a._base is not None and a._vc.gen != a._view_gen:
-                        _raise_stale_view(prim, a)
                     edges.append((fn, a.output_nr))
                 else:
                     edges.append((accumulator(a), 0))
@@ -250,7 +265,9 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
                 edges.append(_NO_EDGE)
         else:
             meta.append(None)
-            saved.append(a)  # scalars reach the VJP as values
+            # constants reach the VJP as values; an array is copied, so that a change to the
+            # caller's array after forward cannot change the gradient
+            saved.append(a.copy() if a.__class__ is np.ndarray else a)
             needs.append(False)
             edges.append(_NO_EDGE)
     node = OpNode.__new__(OpNode)
@@ -261,7 +278,7 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
     node._trace = _anomaly_trace() if state.anomaly else None
     node.prim = prim
     node._needs = needs
-    node._params = params
+    node._params = _own_arrays(params, prim.array_params) if prim.array_params else params
     out.grad_fn = node
     out._requires_grad = True
     has_saved = False
@@ -303,22 +320,32 @@ class op_hooks:
     observer: Callable | None = None
 
 
-def _make_view(out: Tensor, base: Tensor) -> None:
+def _make_view(out: Tensor, base: Tensor, prim: Primitive, params: dict) -> None:
     if not np.may_share_memory(out._data, base._data):
         return
     vc = base._version_counter()
     out._vc = vc
-    out._base = base._base if base._base is not None else base
+    if base._base is not None:
+        out._base = base._base
+        out._view_fn = base._view_fn + ((prim, params),)
+    else:
+        out._base = base
+        out._view_fn = ((prim, params),)
     out._view_gen = vc.gen
 
 
-def _raise_stale_view(prim: Primitive, a: Tensor) -> None:
-    raise RuntimeError(
-        f"{prim.name}: an input of shape {tuple(a.shape)} is a view of a tensor that was "
-        "changed in place after the view was taken, so the view's recorded graph is out of "
-        "date and its gradient would be wrong. Take the view again after the in-place change, "
-        "or make the change out of place."
-    )
+def _own_arrays(params: dict, names: tuple[str, ...]) -> dict:
+    """``params`` with private copies of the arrays in the named entries: a node must not
+    read, in backward, an index array the caller changed after forward."""
+    return {k: _copy_arrays(v) if k in names else v for k, v in params.items()}
+
+
+def _copy_arrays(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return v.copy()
+    if isinstance(v, tuple):
+        return tuple(_copy_arrays(x) for x in v)
+    return v
 
 
 def _op_error(prim: Primitive, args: tuple, e: Exception) -> Exception:

@@ -2,6 +2,7 @@
 strides, paddings, dilations and dtypes."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -89,3 +90,12 @@ def test_window_of_padding_only_gets_minus_inf_and_is_skipped_by_themax_pool2d_b
     grad = max_pool2d_backward(np.ones((1, 1, 1, 1)), indices, np.empty_like(x))
     np.testing.assert_array_equal(grad, np.zeros_like(x))
 
+
+
+@pytest.mark.parametrize("bad", [-2, 9, 10**12])
+def test_max_pool2d_backward_rejects_out_of_range_indices_before_writing(bad):
+    out = np.full((1, 1, 3, 3), 7.0)
+    indices = np.array([[[[0, bad]]]])
+    with pytest.raises(IndexError, match="out of range"):
+        max_pool2d_backward(np.ones((1, 1, 1, 2)), indices, out)
+    np.testing.assert_array_equal(out, 7.0)

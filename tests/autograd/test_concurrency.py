@@ -1,6 +1,7 @@
 """Threads and fork: backward on separate graphs at once, and in a forked child."""
 
 import multiprocessing as mp
+import sys
 import threading
 
 import numpy as np
@@ -141,3 +142,85 @@ def test_numba_kernels_work_in_a_forked_child_after_the_parent_used_them():
         proc.kill()
     assert proc.exitcode == 0, f"the child exited with {proc.exitcode}"
     np.testing.assert_array_equal(queue.get(timeout=5), parent)
+
+
+# ---------------------------------------------------------------------------- shared leaves
+
+
+def _shared_leaf_trial(use_linear: bool, n_threads: int = 8, size: int = 1024) -> bool:
+    """``n_threads`` backward passes at once into one leaf ``W``; whether ``W.grad`` is the
+    sum of the single-threaded gradients. A hook on each thread's output holds every thread
+    at a barrier until all have reached it, so that they accumulate at the same time."""
+    rng = np.random.default_rng(0)
+    w = mg.tensor(rng.standard_normal((size, size)).astype(np.float32), requires_grad=True)
+    if use_linear:  # an existing .grad: linear adds its weight gradient into it in place
+        w.grad = mg.zeros(size, size)
+    xs = [mg.tensor(rng.standard_normal((8, size)).astype(np.float32)) for _ in range(n_threads)]
+    barrier = threading.Barrier(n_threads, timeout=60)
+    errors = []
+
+    def wait(g):
+        barrier.wait()
+
+    def work(x):
+        try:
+            y = mg.nn.functional.linear(x, w) if use_linear else x @ w
+            out = y * 1.0
+            out.register_hook(wait)
+            out.sum().backward()
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(x,)) for x in xs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    sums = sum(x.numpy().astype(np.float64).sum(0) for x in xs)
+    want = np.broadcast_to(sums[None, :] if use_linear else sums[:, None], (size, size))
+    return np.allclose(w.grad.numpy(), want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("use_linear", [False, True], ids=["accumulate-grad", "linear-sink"])
+def test_concurrent_backward_into_a_shared_leaf_loses_no_update(use_linear):
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        wrong = sum(not _shared_leaf_trial(use_linear) for _ in range(8))
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == 0, f"{wrong} of 8 trials lost an update"
+
+
+def test_accumulation_waits_for_the_accumulator_lock():
+    w = mg.ones(3, requires_grad=True)
+    y = (w * 2).sum()
+    acc = y.grad_fn.next_functions[0][0].next_functions[0][0]
+    assert isinstance(acc, mg.autograd.graph.AccumulateGrad)
+    done = threading.Event()
+    with acc.lock:
+        t = threading.Thread(target=lambda: (y.backward(), done.set()))
+        t.start()
+        assert not done.wait(0.2)  # the update of w.grad is held back
+        assert w.grad is None
+    t.join(timeout=10)
+    assert done.is_set()
+    np.testing.assert_array_equal(w.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+def test_threads_get_one_accumulator_per_leaf():
+    w = mg.ones(2, requires_grad=True)
+    barrier = threading.Barrier(8)
+    got = []
+
+    def use():
+        barrier.wait()
+        got.append((w * 1).grad_fn.next_functions[0][0])
+
+    threads = [threading.Thread(target=use) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(a) for a in got}) == 1

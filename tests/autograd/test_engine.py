@@ -405,3 +405,26 @@ def test_caller_gradient_and_views_are_not_taken():
     y.sum().backward()  # sum's VJP is an expanded (read-only) view
     y.grad.add_(1.0)
     np.testing.assert_allclose(y.grad.numpy(), np.full((2, 3), 2.0))
+
+
+def test_hooks_on_a_leaf_accumulator_run_and_the_gradient_still_accumulates():
+    w = mg.tensor([1.0, 2.0], requires_grad=True)
+    y = w * 3
+    acc = y.grad_fn.next_functions[0][0]
+    assert isinstance(acc, mg.autograd.graph.AccumulateGrad)
+    seen = []
+    acc.register_prehook(lambda go: seen.append(("pre", go[0].numpy().copy())))
+    acc.register_hook(lambda gi, go: seen.append(("post", gi, go[0].numpy().copy())))
+    y.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 3.0])
+    assert seen[0][0] == "pre" and seen[1][:2] == ("post", ())
+    np.testing.assert_array_equal(seen[0][1], [3.0, 3.0])
+    np.testing.assert_array_equal(seen[1][2], [3.0, 3.0])
+
+
+def test_a_prehook_on_a_leaf_accumulator_may_replace_the_gradient():
+    w = mg.tensor([1.0, 2.0], requires_grad=True)
+    y = w * 3
+    y.grad_fn.next_functions[0][0].register_prehook(lambda go: (go[0] * 0 + 1,))
+    y.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [1.0, 1.0])

@@ -251,6 +251,13 @@ case("log", "2d", inputs(uniform(0.2, 3, 3, 4)), lambda x: P("log")(x), np.log)
 case("log", "public", inputs(uniform(0.2, 3, 5)), lambda x: mg.log(x), np.log)
 case("sqrt", "2d", inputs(uniform(0.2, 3, 3, 4)), lambda x: P("sqrt")(x), np.sqrt)
 case("sqrt", "method", inputs(uniform(0.2, 3, 5)), lambda x: x.sqrt(), np.sqrt)
+case("std_from_var", "direct", inputs(uniform(0.2, 3, 5)), lambda v: P("std_from_var")(v),
+     np.sqrt)
+case("std_from_var", "public-std", inputs(normal(3, 4)), lambda x: x.std(dim=1),
+     lambda x: x.std(axis=1, ddof=1))
+case("std_from_var", "public-std-keepdim-biased", inputs(normal(2, 3, 4)),
+     lambda x: mg.std(x, dim=(0, 2), keepdim=True, correction=0),
+     lambda x: x.std(axis=(0, 2), keepdims=True))
 case("abs", "2d", inputs(away(0.2, 2, 3, 4)), lambda x: P("abs")(x), np.abs)
 case("abs", "operator", inputs(away(0.2, 2, 5)), lambda x: abs(x), np.abs)
 case("tanh", "2d", inputs(uniform(-3, 3, 3, 4)), lambda x: P("tanh")(x), np.tanh)
@@ -341,11 +348,40 @@ for op, npf in (("amax", np.max), ("amin", np.min)):
     case(op, "dims-keepdim", inputs(distinct(2, 3, 4)),
          lambda x, op=op: P(op)(x, dim=(0, 2), keepdim=True),
          lambda x, npf=npf: npf(x, axis=(0, 2), keepdims=True))
-case("amax", "public-max-dim", inputs(distinct(3, 4)), lambda x: mg.max(x, dim=-1).values,
-     lambda x: x.max(axis=-1))
 case("amax", "public-max-all", inputs(distinct(3, 4)), lambda x: x.max(), lambda x: x.max())
-case("amin", "public-min-dim", inputs(distinct(3, 4)), lambda x: x.min(0, keepdim=True)[0],
-     lambda x: x.min(axis=0, keepdims=True))
+case("amax", "public-max-dims", inputs(distinct(3, 4)), lambda x: x.max(dim=(0, 1)),
+     lambda x: x.max())
+
+_GATHER = np.array([[0, 3], [2, 2], [1, 0]])
+case("gather", "dim1", inputs(normal(3, 4)),
+     lambda x: P("gather")(x, mg.tensor(_GATHER), dim=1),
+     lambda x: np.take_along_axis(x, _GATHER, axis=1))
+case("gather", "public-smaller-index", inputs(normal(4, 5)),
+     lambda x: mg.gather(x, 0, mg.tensor(_GATHER.T)),
+     lambda x: np.take_along_axis(x[:, :3], _GATHER.T, axis=0))
+case("gather", "public-max-dim", inputs(distinct(3, 4)), lambda x: mg.max(x, dim=-1).values,
+     lambda x: x.max(axis=-1))
+case("gather", "public-min-dim-keepdim", inputs(distinct(3, 4)),
+     lambda x: x.min(0, keepdim=True)[0], lambda x: x.min(axis=0, keepdims=True))
+case("gather", "public-take-along-dim", inputs(normal(3, 4)),
+     lambda x: mg.take_along_dim(x, mg.tensor([[1], [3], [0]]), 1),
+     lambda x: np.take_along_axis(x, np.array([[1], [3], [0]]), axis=1))
+
+
+def _np_scatter_add(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -> np.ndarray:
+    out = x.copy()
+    grid = list(np.indices(index.shape, sparse=True))
+    grid[dim] = index
+    np.add.at(out, tuple(grid), src)
+    return out
+
+
+case("gather_backward", "repeats", inputs(normal(3, 2)),
+     lambda g: P("gather_backward")(g, mg.tensor(_GATHER), dim=1, shape=(3, 4)),
+     lambda g: _np_scatter_add(np.zeros((3, 4)), 1, _GATHER, g))
+case("gather_backward", "public-scatter-add", inputs(normal(4, 2), normal(3, 2)),
+     lambda x, s: mg.scatter_add(x, 0, mg.tensor(_GATHER[:, ::-1].copy()), s),
+     lambda x, s: _np_scatter_add(x, 0, _GATHER[:, ::-1], s))
 
 case("reshape", "merge", inputs(normal(2, 3, 4)), lambda x: P("reshape")(x, shape=(6, 4)),
      lambda x: x.reshape(6, 4))
@@ -523,19 +559,21 @@ _KEEP = np.array([[True, False, True, True], [False, True, True, False],
                   [True, True, False, True]])
 
 
-def _np_cross_entropy(x: np.ndarray, t: np.ndarray, smoothing: float) -> np.ndarray:
-    logp = _np_log_softmax(x, 1)
+def _np_nll(logp: np.ndarray, t: np.ndarray, smoothing: float) -> np.ndarray:
     kept = t != -100
     nll = -logp[np.arange(len(t)), np.where(kept, t, 0)]
     return np.where(kept, (1 - smoothing) * nll - smoothing * logp.mean(axis=1), 0.0)
 
 
-def _np_cross_entropy_grad(g: np.ndarray, x: np.ndarray, t: np.ndarray,
-                           smoothing: float) -> np.ndarray:
+def _np_cross_entropy(x: np.ndarray, t: np.ndarray, smoothing: float) -> np.ndarray:
+    return _np_nll(_np_log_softmax(x, 1), t, smoothing)
+
+
+def _np_nll_grad(g: np.ndarray, t: np.ndarray, classes: int, smoothing: float) -> np.ndarray:
     kept = t != -100
-    q = np.full(x.shape, smoothing / x.shape[1])
+    q = np.full((len(t), classes), smoothing / classes)
     q[np.arange(len(t)), np.where(kept, t, 0)] += 1 - smoothing
-    return (_np_softmax(x, 1) - q) * np.where(kept, g, 0.0)[:, None]
+    return -q * np.where(kept, g, 0.0)[:, None]
 
 
 def _np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -623,21 +661,26 @@ case("embedding", "2d-indices", inputs(normal(6, 3)),
 case("embedding", "public", inputs(normal(6, 3)), lambda w: F.embedding(mg.tensor([5, 5, 0]), w),
      lambda w: w[[5, 5, 0]])
 
-case("cross_entropy", "ignore-smoothing", inputs(normal(5, 4)),
-     lambda x: P("cross_entropy")(x, mg.tensor(_TARGET), ignore_index=-100,
-                                  label_smoothing=0.1),
+case("nll_loss", "ignore-smoothing", inputs(normal(5, 4)),
+     lambda x: P("nll_loss")(x, mg.tensor(_TARGET), ignore_index=-100, label_smoothing=0.1),
+     lambda x: _np_nll(x, _TARGET, 0.1))
+case("nll_loss", "public", inputs(normal(5, 4)),
+     lambda x: F.nll_loss(x, mg.tensor(_TARGET), reduction="sum"),
+     lambda x: _np_nll(x, _TARGET, 0.0).sum())
+case("nll_loss", "cross-entropy-smoothing", inputs(normal(5, 4)),
+     lambda x: F.cross_entropy(x, mg.tensor(_TARGET), label_smoothing=0.1, reduction="none"),
      lambda x: _np_cross_entropy(x, _TARGET, 0.1))
-case("cross_entropy", "public-mean", inputs(normal(5, 4)),
+case("nll_loss", "cross-entropy-mean", inputs(normal(5, 4)),
      lambda x: F.cross_entropy(x, mg.tensor(_TARGET)),
      lambda x: _np_cross_entropy(x, _TARGET, 0.0).sum() / 4)
-case("cross_entropy", "public-4d-none", inputs(normal(2, 3, 2, 2)),
+case("nll_loss", "cross-entropy-4d-none", inputs(normal(2, 3, 2, 2)),
      lambda x: F.cross_entropy(x, mg.tensor(_TARGET_4D), reduction="none"),
      lambda x: _np_cross_entropy(np.moveaxis(x, 1, -1).reshape(-1, 3), _TARGET_4D.reshape(-1),
                                  0.0).reshape(2, 2, 2))
-case("cross_entropy_backward", "ignore-smoothing", inputs(normal(5), normal(5, 4)),
-     lambda g, x: P("cross_entropy_backward")(g, x, mg.tensor(_TARGET), ignore_index=-100,
-                                              label_smoothing=0.1),
-     lambda g, x: _np_cross_entropy_grad(g, x, _TARGET, 0.1))
+case("nll_loss_backward", "ignore-smoothing", inputs(normal(5)),
+     lambda g: P("nll_loss_backward")(g, mg.tensor(_TARGET), classes=4, ignore_index=-100,
+                                      label_smoothing=0.1),
+     lambda g: _np_nll_grad(g, _TARGET, 4, 0.1))
 
 # conv and pooling (memgrad/ops/conv.py); NumPy references are direct sums over the window
 
