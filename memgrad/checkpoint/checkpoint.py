@@ -15,10 +15,22 @@ Non-reentrant (the default) is built on saved-tensor hooks and an op hook:
 3. Each unpack hands out its rebuilt tensor once (a second backward recomputes again), and
    the saved-tensor machinery reconnects it to the forward graph, so double backward works.
 4. The determinism check compares the count, shape and dtype of what the recomputation saved
-   with what the forward saved; an argument changed in place since the forward is an error.
+   with what the forward saved.
+5. Checkpointed code raises wherever eager code raises, and never gives a gradient eager
+   code would not. Every value backward reads is version-checked, as an eager saved tensor
+   is: a tensor kept as itself (an argument, a parameter, an output the policy keeps) must
+   be at the version it was saved at, and so must the forward tensor a placeholder stands
+   for (both raise eager's "modified by an inplace operation" error); a rebuilt tensor is
+   handed out only if nothing changed it since it was rebuilt. The recomputation reads what
+   the forward read: each op it runs again checks that the tensors it takes from outside the
+   region (arguments, closures, parameters, buffers) and the policy-kept outputs it reuses
+   are at the versions they had in the forward, else a CheckpointError (the one place where
+   checkpointed code raises and eager code may not: eager code had already used the value).
 Reentrant (``use_reentrant=True``) is the original design: a Function whose forward runs the
 function under no-grad keeping only its inputs, and whose backward recomputes and runs an
-inner backward through the recomputed graph.
+inner backward through the recomputed graph. Its forward logs every op (name, output shape
+and dtype, the versions of what it read from outside), and the recomputation is checked
+against that log op by op (points 4 and 5).
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ from typing import Any
 from memgrad.autograd.function import Function
 from memgrad.autograd.grad_mode import enable_grad, state
 from memgrad.autograd.graph import saved_tensors_hooks
+from memgrad.autograd.saved import raise_modified
 from memgrad.errors import CheckpointError
 from memgrad.ops.registry import apply, op_hooks
 from memgrad.random import get_rng_state, set_rng_state
@@ -115,7 +128,8 @@ def checkpoint(
                 "require grad or use use_reentrant=False",
                 stacklevel=2,
             )
-        return _Reentrant.apply(function, preserve_rng_state, *args)
+        log = _OpLog(determinism_check == "default", debug)
+        return _Reentrant.apply(function, preserve_rng_state, log, *args)
     frame = _Frame(function, args, kwargs, preserve_rng_state, determinism_check, debug, policy)
     return frame.forward()
 
@@ -128,17 +142,39 @@ class _StopRecompute(Exception):
 
 
 class _Placeholder:
-    __slots__ = ("frame", "index")
+    """A saved tensor the region dropped: rebuilt by recomputation when backward needs it.
+    ``vc`` and ``version`` are those of the forward tensor it stands for."""
 
-    def __init__(self, frame: _Frame, index: int) -> None:
+    __slots__ = ("frame", "index", "vc", "version")
+
+    def __init__(self, frame: _Frame, index: int, t: Tensor) -> None:
         self.frame = frame
         self.index = index
+        self.vc = t._version_counter()
+        self.version = self.vc.v
+
+
+class _Kept:
+    """A saved tensor the region kept as itself, with the version it was saved at."""
+
+    __slots__ = ("t", "version", "op")
+
+    def __init__(self, t: Tensor, op: str) -> None:
+        self.t = t
+        self.version = t._version
+        self.op = op
 
 
 def _unpack(packed: Any) -> Tensor:
     if isinstance(packed, _Placeholder):
+        if packed.vc.v != packed.version:
+            shape, dtype, op = packed.frame.metas[packed.index]
+            raise_modified(op, shape, dtype, packed.vc.v, packed.version, "in a checkpoint")
         return packed.frame.rebuilt_tensor(packed.index)
-    return packed
+    t = packed.t
+    if t._version != packed.version:
+        raise_modified(packed.op, t.shape, t.dtype, t._version, packed.version, "in a checkpoint")
+    return t
 
 
 def _tensors(tree: Any) -> Iterator[Tensor]:
@@ -165,6 +201,63 @@ def _op_hook(hook: Callable) -> Iterator[None]:
         state.op_hook = prev
 
 
+class _OpLog:
+    """The ops a region ran in forward, for its recomputation to be checked against (NOTE
+    [ Recompute rules ] points 4 and 5): each op's name and output type, and for each tensor
+    it read from outside the region its version counter and version then."""
+
+    def __init__(self, check_types: bool, debug: bool) -> None:
+        self.check_types = check_types
+        self.debug = debug
+        self.ops: list[str] = []
+        self.outputs: list[tuple] = []  # per op: (shape, dtype) of its output
+        self.reads: dict[int, list[tuple]] = {}  # op -> [(argument position, vc, version)]
+        self._made: set[int] = set()  # ids of the outputs of the region's ops
+
+    def forward_op(self, prim: Any, args: tuple) -> int:
+        """Log the reads of the op about to run; returns its number."""
+        k = len(self.ops)
+        self.ops.append(prim.name)
+        made = self._made
+        reads = None
+        for pos, a in enumerate(args):
+            if isinstance(a, Tensor) and id(a) not in made:
+                vc = a._version_counter()
+                if reads is None:
+                    reads = self.reads[k] = []
+                reads.append((pos, vc, vc.v))
+        return k
+
+    def forward_out(self, out: Tensor) -> None:
+        self._made.add(id(out))
+        self.outputs.append((out.shape, out.dtype))
+
+    def check_reads(self, k: int, args: tuple) -> None:
+        """Before op ``k`` of a recomputation: what it reads from outside is as it was."""
+        for pos, vc, version in self.reads.get(k, ()):
+            a = args[pos] if pos < len(args) else None
+            if isinstance(a, Tensor) and a._vc is vc and vc.v != version:
+                raise CheckpointError(
+                    f"memgrad.checkpoint: op {k} ({self.ops[k]}) of the checkpointed function "
+                    f"reads a tensor of shape {a.shape} that was changed in place since the "
+                    f"forward pass (version {version} -> {vc.v}), so recomputing would give "
+                    "other activations than the forward pass did. Change it after backward, "
+                    "or pass the function a copy (.clone())."
+                )
+
+    def mismatch(self, what: str, run_ops: list[str]) -> CheckpointError:
+        text = (
+            f"memgrad.checkpoint: {what}. The checkpointed function must compute the same "
+            "ops on tensors of the same shapes when it is recomputed (no data-dependent "
+            "control flow on values that change, no state changed between the two runs)."
+        )
+        if self.debug:
+            text += f"\nforward ops:    {self.ops}\nrecompute ops:  {run_ops}"
+        else:
+            text += " Pass debug=True to see the op sequences of both runs."
+        return CheckpointError(text)
+
+
 class _Frame:
     """One non-reentrant checkpointed call (NOTE [ Recompute rules ])."""
 
@@ -183,22 +276,23 @@ class _Frame:
         self.kwargs = kwargs
         self.rng = get_rng_state() if preserve_rng_state else None
         self.check = determinism_check == "default"
-        self.debug = debug
+        self.log = _OpLog(self.check, debug)
         self.policy = policy
-        inputs = list(_tensors((args, kwargs)))
-        self.input_ids = {id(t) for t in inputs}
-        self.input_versions = [(t, t._version) for t in inputs]
+        self.input_ids = {id(t) for t in _tensors((args, kwargs))}
         self.metas: list[tuple] = []  # per save: (shape, dtype, op name)
         self.placeholders: set[int] = set()
-        self.ops: list[str] = []  # forward op names, in call order
         self.saves_of: dict[int, list[tuple[int, int]]] = {}  # op -> [(save, input index)]
-        self.kept: dict[int, Tensor] = {}  # op -> output kept by the policy
+        self.kept: dict[int, tuple[Tensor, int]] = {}  # op -> (output kept by the policy, version)
         self.kept_ids: set[int] = set()
         self.current_op: int | None = None
         self.outer_hook: Callable | None = None
-        self.rebuilt: dict[int, Tensor] = {}
+        self.rebuilt: dict[int, tuple[Tensor, int]] = {}  # save -> (tensor, version when rebuilt)
         self.recomputations = 0
         self.recomputed_ops = 0  # ops run by the last recomputation
+
+    @property
+    def ops(self) -> list[str]:
+        return self.log.ops
 
     # -- forward
     def forward(self) -> Any:
@@ -212,8 +306,7 @@ class _Frame:
             return self.function(*self.args, **self.kwargs)
 
     def _forward_op(self, prim: Any, args: tuple, params: dict) -> Tensor:
-        k = len(self.ops)
-        self.ops.append(prim.name)
+        k = self.log.forward_op(prim, args)
         self.current_op = k
         state.op_hook = self.outer_hook  # an enclosing hook (a tracer) sees the op too
         try:
@@ -221,15 +314,17 @@ class _Frame:
         finally:
             state.op_hook = self._forward_op
             self.current_op = None
+        self.log.forward_out(out)
         if self.policy is not None and self.policy(prim):
-            self.kept[k] = out
+            self.kept[k] = (out, out._version)
             self.kept_ids.add(id(out))
         return out
 
     def _pack(self, t: Tensor) -> Any:
         j = len(self.metas)
         op = state.saving_op
-        self.metas.append((t.shape, t.dtype, getattr(op, "name", type(op).__name__)))
+        name = getattr(op, "name", type(op).__name__)
+        self.metas.append((t.shape, t.dtype, name))
         if self.current_op is not None:
             self.saves_of.setdefault(self.current_op, []).append((j, state.saving_index))
         keep = (
@@ -242,27 +337,29 @@ class _Frame:
         if state.save_report is not None:
             state.save_report.record(t, kept=keep)
         if keep:
-            return t  # alive anyway (an argument or a parameter) or kept by the policy
+            return _Kept(t, name)  # alive anyway (an argument or a parameter) or kept by policy
         self.placeholders.add(j)
-        return _Placeholder(self, j)
+        return _Placeholder(self, j, t)
 
     # -- backward
     def rebuilt_tensor(self, j: int) -> Tensor:
-        t = self.rebuilt.pop(j, None)
-        if t is None:
+        entry = self.rebuilt.pop(j, None)
+        if entry is None:
             self._recompute()
-            t = self.rebuilt.pop(j)
+            entry = self.rebuilt.pop(j)
+        t, version = entry
+        if t._version != version:
+            shape, dtype, op = self.metas[j]
+            raise CheckpointError(
+                f"memgrad.checkpoint: the tensor of shape {shape} saved by {op} was changed in "
+                f"place after the recomputation rebuilt it (version {version} -> "
+                f"{t._version}), before backward used it; the recomputation did not end as "
+                "the forward pass did. Make the checkpointed function free of in-place changes "
+                "to the tensors it saves."
+            )
         return t
 
     def _recompute(self) -> None:
-        for t, version in self.input_versions:
-            if t._version != version:
-                raise CheckpointError(
-                    f"memgrad.checkpoint: an input of shape {t.shape} was changed in place "
-                    f"after the checkpointed forward (version {version} -> {t._version}), so "
-                    "recomputing would give different activations. Change it after backward, "
-                    "or pass a copy (.clone()) to the checkpointed function."
-                )
         run = _Recomputation(self)
         self.recomputations += 1
         state.recomputing += 1
@@ -286,18 +383,6 @@ class _Frame:
         self.recomputed_ops = run.n_ops
         self.rebuilt = run.rebuilt
 
-    def mismatch(self, what: str, run_ops: list[str]) -> CheckpointError:
-        text = (
-            f"memgrad.checkpoint: {what}. The checkpointed function must compute the same "
-            "ops on tensors of the same shapes when it is recomputed (no data-dependent "
-            "control flow on values that change, no state changed between the two runs)."
-        )
-        if self.debug:
-            text += f"\nforward ops:    {self.ops}\nrecompute ops:  {run_ops}"
-        else:
-            text += " Pass debug=True to see the op sequences of both runs."
-        return CheckpointError(text)
-
 
 def _no_unpack(packed: Any) -> Tensor:
     raise RuntimeError("memgrad.checkpoint: the recomputed graph is not differentiated")
@@ -311,19 +396,30 @@ class _Recomputation:
         self.n_saves = 0
         self.n_ops = 0
         self.ops: list[str] = []
-        self.rebuilt: dict[int, Tensor] = {}
+        self.rebuilt: dict[int, tuple[Tensor, int]] = {}
 
     def op(self, prim: Any, args: tuple, params: dict) -> Tensor:
         frame = self.frame
         k = self.n_ops
         self.n_ops += 1
         self.ops.append(prim.name)
-        kept = frame.kept.get(k)
-        if kept is not None:
+        if k < len(frame.log.ops):
+            frame.log.check_reads(k, args)
+        entry = frame.kept.get(k)
+        if entry is not None:
+            kept, version = entry
+            if kept._version != version:
+                raise CheckpointError(
+                    f"memgrad.checkpoint: the output of op {k} ({prim.name}), which the policy "
+                    f"kept, was changed in place after the forward pass (version {version} -> "
+                    f"{kept._version}); recomputing from it would give other activations. Do "
+                    "the change after backward, or on a copy (.clone())."
+                )
             # not run again: file the saves this op made in forward from its arguments
             for j, index in frame.saves_of.get(k, ()):
                 if j in frame.placeholders:
-                    self.rebuilt[j] = kept if index < 0 else args[index]
+                    t = kept if index < 0 else args[index]
+                    self.rebuilt[j] = (t, t._version)
                 self.n_saves += 1
             self._maybe_stop()
             return kept
@@ -339,20 +435,20 @@ class _Recomputation:
         self.n_saves += 1
         if frame.check:
             if j >= len(frame.metas):
-                raise frame.mismatch(
+                raise frame.log.mismatch(
                     f"the recomputation saved more tensors than the {len(frame.metas)} the "
                     "forward pass saved",
                     self.ops,
                 )
             shape, dtype, op = frame.metas[j]
             if t.shape != shape or t.dtype != dtype:
-                raise frame.mismatch(
+                raise frame.log.mismatch(
                     f"saved tensor {j} (of {op}) has shape {t.shape} and dtype {t.dtype} in "
                     f"the recomputation but shape {shape} and dtype {dtype} in the forward",
                     self.ops,
                 )
         if j in frame.placeholders:
-            self.rebuilt[j] = t
+            self.rebuilt[j] = (t, t._version)
             self._maybe_stop()
 
     def _maybe_stop(self) -> None:
@@ -364,7 +460,7 @@ class _Recomputation:
         if len(self.rebuilt) != len(frame.placeholders) or (
             frame.check and self.n_saves != len(frame.metas)
         ):
-            raise frame.mismatch(
+            raise frame.log.mismatch(
                 f"the recomputation saved {self.n_saves} tensors, the forward pass saved "
                 f"{len(frame.metas)}",
                 self.ops,
@@ -374,17 +470,73 @@ class _Recomputation:
 # ---------------------------------------------------------------------------- reentrant
 
 
+class _ReentrantRun:
+    """The op hook of a reentrant region: logs the forward, checks the recomputation."""
+
+    def __init__(self, log: _OpLog, recompute: bool) -> None:
+        self.log = log
+        self.recompute = recompute
+        self.ops: list[str] = []
+        self.outer = state.op_hook
+
+    def op(self, prim: Any, args: tuple, params: dict) -> Tensor:
+        log = self.log
+        k = len(self.ops)
+        if self.recompute:
+            self.ops.append(prim.name)
+            if log.check_types and (k >= len(log.ops) or prim.name != log.ops[k]):
+                theirs = f"op {k} is {log.ops[k]}" if k < len(log.ops) else "it ran no more ops"
+                raise log.mismatch(
+                    f"op {k} of the recomputation is {prim.name}, but in the forward pass "
+                    f"{theirs}",
+                    self.ops,
+                )
+            if k < len(log.ops):
+                log.check_reads(k, args)
+        else:
+            log.forward_op(prim, args)
+        state.op_hook = self.outer
+        try:
+            out = apply(prim, args, params)
+        finally:
+            state.op_hook = self.op
+        if not self.recompute:
+            log.forward_out(out)
+        elif log.check_types:
+            if (out.shape, out.dtype) != log.outputs[k]:
+                shape, dtype = log.outputs[k]
+                raise log.mismatch(
+                    f"op {k} ({prim.name}) has an output of shape {out.shape} and dtype "
+                    f"{out.dtype} in the recomputation but shape {shape} and dtype {dtype} in "
+                    "the forward pass",
+                    self.ops,
+                )
+        return out
+
+    def finished(self) -> None:
+        if self.log.check_types and len(self.ops) != len(self.log.ops):
+            raise self.log.mismatch(
+                f"the recomputation ran {len(self.ops)} ops, the forward pass ran "
+                f"{len(self.log.ops)}",
+                self.ops,
+            )
+
+
 class _Reentrant(Function):
     """The original design: recompute and backpropagate inside this node's backward."""
 
     @staticmethod
-    def forward(ctx: Any, function: Callable, preserve_rng_state: bool, *args: Any) -> Any:
+    def forward(ctx: Any, function: Callable, preserve_rng_state: bool, log: _OpLog,
+                *args: Any) -> Any:
         ctx.function = function
         ctx.rng = get_rng_state() if preserve_rng_state else None
+        ctx.log = log
         ctx.layout = [isinstance(a, Tensor) for a in args]
         ctx.constants = [None if isinstance(a, Tensor) else a for a in args]
         ctx.save_for_backward(*(a for a in args if isinstance(a, Tensor)))
-        return function(*args)
+        run = _ReentrantRun(log, recompute=False)
+        with _op_hook(run.op):
+            return function(*args)
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
@@ -403,6 +555,7 @@ class _Reentrant(Function):
                 inputs.append(t.detach().requires_grad_(t.requires_grad))
             else:
                 inputs.append(constant)
+        run = _ReentrantRun(ctx.log, recompute=True)
         state.recomputing += 1
         try:
             with contextlib.ExitStack() as stack:
@@ -410,9 +563,11 @@ class _Reentrant(Function):
                     stack.callback(set_rng_state, get_rng_state())
                     set_rng_state(ctx.rng)
                 stack.enter_context(enable_grad())
+                stack.enter_context(_op_hook(run.op))
                 outputs = ctx.function(*inputs)
         finally:
             state.recomputing -= 1
+        run.finished()
         if isinstance(outputs, Tensor):
             outputs = (outputs,)
         roots, root_grads = [], []
@@ -424,6 +579,6 @@ class _Reentrant(Function):
             from memgrad.autograd.engine import backward
 
             backward(roots, root_grads)
-        return (None, None) + tuple(
+        return (None, None, None) + tuple(
             a.grad if isinstance(a, Tensor) and a.requires_grad else None for a in inputs
         )
