@@ -6,10 +6,14 @@ tensor shares with its views and detached aliases; a saved tensor changed this w
 backward raise. When no gradient is involved (grad mode off, or nothing requires grad) that
 is all. Otherwise the op is recorded like its out-of-place form, applied to an alias that
 holds the tensor's old graph position, and the tensor is rebased onto the new node: it
-keeps its array and gets the new ``grad_fn``. Two cases would need PyTorch's view replay to
-stay correct and raise instead of giving a wrong gradient: an in-place op on a view of a
-tensor that requires grad, and using a view taken before its base was rebased (the shared
-counter's ``gen`` tells, checked by the dispatcher).
+keeps its array and gets the new ``grad_fn``, and the shared counter's ``gen`` is bumped.
+A view made before that (``gen`` differs from the view's ``_view_gen``) has a stale graph:
+before it is used in grad mode (by an op, a custom Function, as a backward root or a
+``grad`` input) its view ops, recorded from its base when it was made, are replayed on the
+base, which gives it the base's current graph, as PyTorch's views have (a buffer filled row
+by row after a view of it was taken). An in-place op on a view itself when a gradient is
+involved would need the base to be rewritten through the view (PyTorch's CopySlices) and
+raises instead of giving a wrong gradient.
 """
 
 from __future__ import annotations
