@@ -50,7 +50,7 @@ from memgrad.autograd.graph import (
 )
 from memgrad.tensor import Tensor
 
-__all__ = ["backward", "grad", "accumulate_into", "queue_callback"]
+__all__ = ["backward", "grad", "accumulate_into", "queue_callback", "backward_recomputed"]
 
 Edge = tuple[Node, int]
 
@@ -151,6 +151,19 @@ def backward(
             captures.setdefault(edge[0], []).append((edge[1], fn))
     _execute(edges, grads, retain_graph, create_graph, captures, exec_targets, True,
              "backward_inputs")
+
+
+def backward_recomputed(tensors: Sequence[Tensor], grad_tensors: Sequence[Tensor],
+                        release_from: int) -> None:
+    """``backward(tensors, grad_tensors)`` run from inside a node's backward through a graph
+    recomputed there (the reentrant checkpoint): only nodes made since ``release_from`` (a
+    ``_sequence_nr``) are freed. Nodes of the enclosing graph that it reaches (through a
+    tensor the recomputed function closes over) are left for the enclosing backward, which
+    runs them again with its own gradient."""
+    outputs = tuple(tensors)
+    grads = _root_grads("backward()", outputs, tuple(grad_tensors), False)
+    edges = [_root_edge(t, "backward()", i) for i, t in enumerate(outputs)]
+    _execute(edges, grads, False, False, None, None, True, "backward", release_from)
 
 
 def queue_callback(fn: Callable[[], None]) -> None:
@@ -271,6 +284,7 @@ def _execute(
     exec_targets: set | None,
     accumulate: bool,
     call: str,
+    release_from: int = 0,
 ) -> None:
     roots = []
     buffers: dict[Node, list] = {}
@@ -349,7 +363,7 @@ def _execute(
                             break
             else:
                 out = _run_node(node, buf, anomaly)
-            if not keep_graph:
+            if not keep_graph and node._sequence_nr >= release_from:
                 node.release()
             if node.__class__ is AccumulateGrad:
                 if accumulate and (buf is not None or node in sunk):

@@ -30,6 +30,7 @@ __all__ = [
     "accumulator",
     "accumulate_into",
     "refresh_view",
+    "sequence_mark",
 ]
 
 _RELEASED_MSG = (
@@ -159,6 +160,11 @@ def _anomaly_trace() -> str:
 # One counter for all threads: increasing within each thread too, and `next` on it is
 # atomic under the GIL.
 _seq = itertools.count()
+
+
+def sequence_mark() -> int:
+    """A ``_sequence_nr`` below that of every node made after this call."""
+    return next(_seq)
 
 
 class AccumulateGrad(Node):

@@ -9,7 +9,8 @@ Non-reentrant (the default) is built on saved-tensor hooks and an op hook:
 2. The first unpack of a placeholder recomputes: the function runs again on the same
    arguments in grad mode, with the forward's RNG state, under hooks that store each saved
    tensor under its number. An op whose output the policy kept is not run again: the hook
-   returns the kept output and files the saves it made in forward from its arguments. As
+   returns the kept output and files the saves it made in forward from its arguments (unless
+   the kept output was changed in place since: then the op runs again). As
    soon as every placeholder is rebuilt the recomputation stops (the rest of the function
    does not run).
 3. Each unpack hands out its rebuilt tensor once (a second backward recomputes again), and
@@ -23,8 +24,8 @@ Non-reentrant (the default) is built on saved-tensor hooks and an op hook:
    for (both raise eager's "modified by an inplace operation" error); a rebuilt tensor is
    handed out only if nothing changed it since it was rebuilt. The recomputation reads what
    the forward read: each op it runs again checks that the tensors it takes from outside the
-   region (arguments, closures, parameters, buffers) and the policy-kept outputs it reuses
-   are at the versions they had in the forward, else a CheckpointError (the one place where
+   region (arguments, closures, parameters, buffers) are at the versions they had in the
+   forward, else a CheckpointError (the one place where
    checkpointed code raises and eager code may not: eager code had already used the value).
 Reentrant (``use_reentrant=True``) is the original design: a Function whose forward runs the
 function under no-grad keeping only its inputs, and whose backward recomputes and runs an
@@ -40,9 +41,10 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from memgrad.autograd.engine import backward_recomputed
 from memgrad.autograd.function import Function
 from memgrad.autograd.grad_mode import enable_grad, state
-from memgrad.autograd.graph import saved_tensors_hooks
+from memgrad.autograd.graph import saved_tensors_hooks, sequence_mark
 from memgrad.autograd.saved import raise_modified
 from memgrad.errors import CheckpointError
 from memgrad.ops.registry import apply, op_hooks
@@ -406,15 +408,10 @@ class _Recomputation:
         if k < len(frame.log.ops):
             frame.log.check_reads(k, args)
         entry = frame.kept.get(k)
-        if entry is not None:
-            kept, version = entry
-            if kept._version != version:
-                raise CheckpointError(
-                    f"memgrad.checkpoint: the output of op {k} ({prim.name}), which the policy "
-                    f"kept, was changed in place after the forward pass (version {version} -> "
-                    f"{kept._version}); recomputing from it would give other activations. Do "
-                    "the change after backward, or on a copy (.clone())."
-                )
+        # a kept output changed in place since (by the region itself, or by the caller) no
+        # longer holds this op's result: the op runs again instead
+        if entry is not None and entry[0]._version == entry[1]:
+            kept = entry[0]
             # not run again: file the saves this op made in forward from its arguments
             for j, index in frame.saves_of.get(k, ()):
                 if j in frame.placeholders:
@@ -480,6 +477,12 @@ class _ReentrantRun:
         self.outer = state.op_hook
 
     def op(self, prim: Any, args: tuple, params: dict) -> Tensor:
+        if prim.inplace:  # recorded only in grad mode: the forward, under no-grad, had none
+            state.op_hook = self.outer
+            try:
+                return apply(prim, args, params)
+            finally:
+                state.op_hook = self.op
         log = self.log
         k = len(self.ops)
         if self.recompute:
@@ -522,6 +525,32 @@ class _ReentrantRun:
             )
 
 
+def _check_output_unchanged(out: Tensor, before: tuple) -> None:
+    """An output of the region changed in place after the forward, which an op of the region
+    saved: eager code would raise, and so does the checkpoint (NOTE [ Recompute rules ])."""
+    vc, version = before
+    if vc.v == version:
+        return
+    seen, stack = set(), [out.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for s in _saved_of(node):
+            if s is not None and (getattr(s, "_t", None) is out or getattr(s, "_data", None)
+                                  is out._data):
+                raise_modified(node.name(), out.shape, out.dtype, vc.v, version,
+                               "an output of a checkpoint")
+        stack.extend(n for n, _ in node.next_functions)
+
+
+def _saved_of(node: Any) -> tuple:
+    saved = getattr(node, "_saved", None)
+    found = tuple(saved) if isinstance(saved, (list, tuple)) else ()
+    return found + (getattr(node, "_out_saved", None),)
+
+
 class _Reentrant(Function):
     """The original design: recompute and backpropagate inside this node's backward."""
 
@@ -533,10 +562,18 @@ class _Reentrant(Function):
         ctx.log = log
         ctx.layout = [isinstance(a, Tensor) for a in args]
         ctx.constants = [None if isinstance(a, Tensor) else a for a in args]
-        ctx.save_for_backward(*(a for a in args if isinstance(a, Tensor)))
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        ctx.save_for_backward(*tensors)
+        ctx.arg_versions = [(t._version_counter(), t._version) for t in tensors]
+        ctx.set_materialize_grads(False)  # outputs the loss does not reach are not differentiated
         run = _ReentrantRun(log, recompute=False)
         with _op_hook(run.op):
-            return function(*args)
+            out = function(*args)
+        ctx.out_versions = [
+            (t._version_counter(), t._version) if isinstance(t, Tensor) else None
+            for t in (out if isinstance(out, tuple) else (out,))
+        ]
+        return out
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
@@ -547,6 +584,14 @@ class _Reentrant(Function):
                 "autograd.grad() and backward(inputs=...) must not touch. Use "
                 "use_reentrant=False."
             )
+        for i, (vc, version) in enumerate(ctx.arg_versions):
+            if vc.v != version:
+                raise CheckpointError(
+                    f"memgrad.checkpoint: tensor argument {i} of the checkpointed function was "
+                    f"changed in place after the forward pass (version {version} -> {vc.v}), "
+                    "so recomputing would give other activations than the forward pass did. "
+                    "Change it after backward, or pass the function a copy (.clone())."
+                )
         saved = iter(ctx.saved_tensors)
         inputs = []
         for is_tensor, constant in zip(ctx.layout, ctx.constants):
@@ -556,6 +601,7 @@ class _Reentrant(Function):
             else:
                 inputs.append(constant)
         run = _ReentrantRun(ctx.log, recompute=True)
+        first_node = sequence_mark()
         state.recomputing += 1
         try:
             with contextlib.ExitStack() as stack:
@@ -571,14 +617,13 @@ class _Reentrant(Function):
         if isinstance(outputs, Tensor):
             outputs = (outputs,)
         roots, root_grads = [], []
-        for out, g in zip(outputs, grads):
+        for out, g, before in zip(outputs, grads, ctx.out_versions):
             if isinstance(out, Tensor) and out.requires_grad and g is not None:
+                _check_output_unchanged(out, before)
                 roots.append(out)
                 root_grads.append(g)
         if roots:
-            from memgrad.autograd.engine import backward
-
-            backward(roots, root_grads)
+            backward_recomputed(roots, root_grads, first_node)
         return (None, None, None) + tuple(
             a.grad if isinstance(a, Tensor) and a.requires_grad else None for a in inputs
         )

@@ -13,11 +13,13 @@ before it is used in grad mode (by an op, a custom Function, as a backward root 
 base, which gives it the base's current graph, as PyTorch's views have (a buffer filled row
 by row after a view of it was taken). An in-place op on a view itself when a gradient is
 involved would need the base to be rewritten through the view (PyTorch's CopySlices) and
-raises instead of giving a wrong gradient.
+raises instead of giving a wrong gradient, unless nothing else refers to the base (a view
+that a composite returned, e.g. ``logsumexp``'s final reshape): that view is its base.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +53,8 @@ def _inplace(
             "operation. Do the change under mg.no_grad() (as optimizers do), or work on a "
             "clone: t = t.clone()."
         )
+    if t._base is not None and _sole_view(t):
+        t._base = None  # nothing else can reach its base: the view is the tensor itself
     if t._base is not None:
         raise RuntimeError(
             f"{api}: in-place changes to a view (here of shape {t.shape}) are not recorded "
@@ -67,7 +71,7 @@ def _inplace(
     old.grad_fn = t.grad_fn
     old.output_nr = t.output_nr
     old._requires_grad = t._requires_grad
-    result = apply(prim, (old,) + args, params)
+    result = apply(prim.inplace_variant, (old,) + args, params)
     _write(api, t, lambda a: np.copyto(a, result._data, casting="same_kind"))
     vc = t._version_counter()
     vc.v += 1
@@ -76,6 +80,14 @@ def _inplace(
     t.output_nr = 0
     t._requires_grad = True
     return t
+
+
+def _sole_view(t: Tensor) -> bool:
+    """Whether ``t`` views all of a base that nothing but ``t`` refers to (the result of a
+    composite that ends in a reshape, such as ``logsumexp``): the references are ``t``'s slot
+    and getrefcount's argument."""
+    base = t._base
+    return base._data.size == t._data.size and sys.getrefcount(base) == 3
 
 
 def _write(api: str, t: Tensor, direct: Callable[[np.ndarray], Any]) -> None:

@@ -63,6 +63,8 @@ class Primitive:
         "differentiable",
         "accumulates",
         "array_params",
+        "inplace",
+        "_inplace_variant",
     )
 
     def __init__(
@@ -88,6 +90,8 @@ class Primitive:
         self.differentiable = differentiable
         self.accumulates = accumulates
         self.array_params = array_params
+        self.inplace = False
+        self._inplace_variant: Primitive | None = None
         self.node_name = "".join(p.capitalize() for p in name.split("_")) + "Backward"
         params = inspect.signature(forward).parameters.values()
         names = []
@@ -119,6 +123,21 @@ class Primitive:
 
     def __call__(self, *args: Any, **params: Any) -> Tensor:
         return apply(self, args, params)
+
+    @property
+    def inplace_variant(self) -> Primitive:
+        """The same op as recorded for an in-place change (``add_`` for ``add``): the same
+        forward, VJP and saves, named with a trailing underscore and marked ``inplace``, so
+        that interpreters can tell ``t.add_(u)`` from ``t + u``. Not in ``REGISTRY``."""
+        twin = self._inplace_variant
+        if twin is None:
+            twin = Primitive.__new__(Primitive)
+            for slot in Primitive.__slots__:
+                setattr(twin, slot, getattr(self, slot))
+            twin.name = self.name + "_"
+            twin.inplace = True
+            self._inplace_variant = twin
+        return twin
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
