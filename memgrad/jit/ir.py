@@ -11,7 +11,8 @@ graph(%x: float32[4, 8], param %w: float32[8, 8]):
 Formal parameters are the inputs, the tensors the function closes over that require grad
 (parameters, marked ``param``), by name, and the other tensors it uses (constants, marked
 ``const``; ``code`` carries their values). Each binding calls one primitive of the op table on
-values, Python scalars or constants; keyword parameters of the primitive go in brackets.
+values, Python scalars (a NumPy scalar keeps its dtype: ``float32(0.5)``) or constants; keyword
+parameters of the primitive go in brackets, written as literals (``format_literal``).
 Bindings made inside a checkpoint region are printed inside a ``checkpoint NAME { ... }``
 block.
 """
@@ -107,7 +108,7 @@ class Binding:
         if self.params:
             params = "[" + ", ".join(f"{k}={format_literal(v)}" for k, v in self.params.items())
             params += "]"
-        args = ", ".join(str(a) if isinstance(a, (Value, Const)) else repr(a) for a in self.args)
+        args = ", ".join(_arg_text(a) for a in self.args)
         return f"{self.out} = {self.op}{params} {args}".rstrip()
 
 
@@ -197,13 +198,22 @@ class Graph:
 
 
 def format_literal(v: Any) -> str:
-    """A parameter value as text that ``parse`` evaluates back to an equal value."""
+    """A parameter value as text that ``parse`` reads back as an equal value (NumPy scalars
+    as Python numbers).
+
+    Example:
+        >>> import numpy as np
+        >>> format_literal((slice(np.int64(1), None, None), np.array([0, 2]), ...))
+        '(slice(1, None, None), array([0, 2], int64), ...)'
+    """
     if isinstance(v, np.dtype):
         return v.name
+    if isinstance(v, type) and issubclass(v, np.generic):  # np.float32 given for a dtype
+        return np.dtype(v).name
     if isinstance(v, np.ndarray):
         return f"array({v.tolist()!r}, {v.dtype.name})"
     if isinstance(v, slice):
-        return f"slice({v.start!r}, {v.stop!r}, {v.step!r})"
+        return f"slice({', '.join(format_literal(x) for x in (v.start, v.stop, v.step))})"
     if v is Ellipsis:
         return "..."
     if isinstance(v, tuple):
@@ -214,3 +224,13 @@ def format_literal(v: Any) -> str:
     if isinstance(v, (np.integer, np.floating, np.bool_)):
         return repr(v.item())
     return repr(v)
+
+
+def _arg_text(a: Any) -> str:
+    """A binding's argument as text; a NumPy scalar keeps its dtype (``float32(0.5)``), which
+    decides the result's dtype where a Python number would not."""
+    if isinstance(a, (Value, Const)):
+        return str(a)
+    if isinstance(a, np.generic):
+        return f"{a.dtype.name}({a.item()!r})"
+    return format_literal(a)

@@ -132,9 +132,9 @@ def test_outputs_must_come_from_the_trace():
 
 
 def test_parse_errors_name_the_line():
-    with pytest.raises(mg.TraceError, match="line 2: unknown primitive 'frobnicate'"):
+    with pytest.raises(mg.TraceError, match="line 2, column 8: unknown primitive 'frobnicate'"):
         mg.jit.parse("graph(%x: float32[2]):\n  %0 = frobnicate %x\n  return %0\n")
-    with pytest.raises(mg.TraceError, match="used before it is defined"):
+    with pytest.raises(mg.TraceError, match="line 2, column 12: value %y is used before it is "):
         mg.jit.parse("graph(%x: float32[2]):\n  %0 = exp %y\n  return %0\n")
 
 
