@@ -504,22 +504,51 @@ def _classes(args: list, params: dict, x_at: int) -> Meta:
     return x
 
 
-def _cross_entropy(args: list, params: dict, max_elements: int) -> tuple:
-    _arity(args, ("x", "target"))
+def _nll_loss(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("logp", "target"))
     _keys(params, ("ignore_index", "label_smoothing"))
     x = _classes(args, params, 0)
     return x.shape[:1], x.dtype
 
 
-def _cross_entropy_backward(args: list, params: dict, max_elements: int) -> tuple:
-    _arity(args, ("g", "x", "target"))
-    _keys(params, ("ignore_index", "label_smoothing"))
-    x = _classes(args, params, 1)
+def _nll_loss_backward(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("g", "target"))
+    _keys(params, ("classes", "ignore_index", "label_smoothing"))
     g = _tensor(args, 0, "g", ndim=1)
     _floating(g, "g")
-    if g.shape != x.shape[:1]:
-        raise ValueError(f"g must have shape {x.shape[:1]}, got {g.shape}")
-    return x.shape, x.dtype
+    target = _tensor(args, 1, "target", ndim=1)
+    if target.dtype != np.int64 or target.shape != g.shape:
+        raise ValueError(
+            f"target must be int64 of shape {g.shape}, got {target.dtype.name}"
+            f"{list(target.shape)}"
+        )
+    classes = _int(params["classes"], "classes", low=1)
+    _int(params["ignore_index"], "ignore_index")
+    if not 0.0 <= _real(params["label_smoothing"], "label_smoothing") <= 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1], got {params['label_smoothing']}")
+    shape = (g.shape[0], classes)
+    if elements(shape) > max_elements:
+        raise ValueError(f"the result of shape {shape} has more than {max_elements} elements")
+    return shape, g.dtype
+
+
+def _gather_backward(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("g", "index"))
+    _keys(params, ("dim", "shape"))
+    g = _tensor(args, 0, "g")
+    _floating(g, "g")
+    index = _tensor(args, 1, "index")
+    if index.dtype.kind not in "iu" or index.shape != g.shape:
+        raise ValueError(f"index must be an integer value of g's shape {g.shape}")
+    shape = tuple(_int(d, "shape", low=0) for d in params["shape"])
+    dim = _int(params["dim"], "dim", low=0)
+    if len(shape) != g.ndim or dim >= len(shape) or any(
+        a != b for i, (a, b) in enumerate(zip(shape, g.shape)) if i != dim
+    ):
+        raise ValueError(f"shape {shape} must match g of shape {g.shape} except along dim={dim}")
+    if elements(shape) > max_elements:
+        raise ValueError(f"the result of shape {shape} has more than {max_elements} elements")
+    return shape, g.dtype
 
 
 def _approximate(params: dict) -> None:
@@ -592,8 +621,9 @@ _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "log_softmax": _softmax,
     "softmax_backward": _softmax_backward,
     "log_softmax_backward": _softmax_backward,
-    "cross_entropy": _cross_entropy,
-    "cross_entropy_backward": _cross_entropy_backward,
+    "nll_loss": _nll_loss,
+    "nll_loss_backward": _nll_loss_backward,
+    "gather_backward": _gather_backward,
     "gelu": _gelu,
     "gelu_backward": _gelu_backward,
     "sigmoid": _sigmoid,

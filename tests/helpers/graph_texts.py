@@ -13,10 +13,10 @@ from memgrad.checkpoint import checkpoint
 from memgrad.ops.conv import conv2d_input_grad, conv2d_weight_grad, max_pool2d_backward
 from memgrad.ops.movement import index_put, index_scatter
 from memgrad.ops.nn import (
-    cross_entropy_backward,
     gelu_backward,
     layer_norm_backward,
     layer_norm_weight_grad,
+    nll_backward,
 )
 from memgrad.ops.reduce import log_softmax_backward, softmax_backward
 
@@ -108,7 +108,7 @@ def _backward_primitives() -> tuple[Callable, tuple]:
         s = index_scatter(g[[0, 2]], shape=(3, 4), index=(np.array([0, 2]), Ellipsis))
         t = index_scatter(g[:, [1, 3]], shape=(3, 4), index=(slice(None), np.array([1, 3]), ...))
         u = index_put(x, g[0], index=(np.array([True, False, True]), Ellipsis))
-        ce = cross_entropy_backward(g[:, 0], x, target, ignore_index=-100, label_smoothing=0.0)
+        ce = nll_backward(g[:, 0], target, classes=4, ignore_index=-100, label_smoothing=0.1)
         kernel = w.reshape(3, 3, 2, 2)[:, :, :1, :1]
         gi = conv2d_input_grad(w, kernel, input_shape=(2, 3, 2, 3), stride=(1, 1),
                                padding=(0, 0), dilation=(1, 1), groups=1)

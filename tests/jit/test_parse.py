@@ -238,8 +238,8 @@ def test_kernel_primitives_check_their_operands_before_anything_runs():
         ("%g: float32[2, 5]", "index_scatter[shape=(2, 3), index=(array([0, 1], int64), ...)] %g",
          "index_scatter: g must have the shape (2, 3) the index picks"),
         ("%x: float32[3, 4], %t: int64[2]",
-         "cross_entropy[ignore_index=-100, label_smoothing=0.0] %x, %t",
-         "cross_entropy: target must be int64 of shape (3,)"),
+         "nll_loss[ignore_index=-100, label_smoothing=0.0] %x, %t",
+         "nll_loss: target must be int64 of shape (3,)"),
         ("%g: float32[1, 1, 9, 9], %w: float32[1, 1, 3, 3]",
          "conv2d_input_grad[input_shape=(1, 1, 4, 4), stride=(1, 1), padding=(0, 0), "
          "dilation=(1, 1), groups=1] %g, %w",
