@@ -2,16 +2,25 @@
 
 float32 is the default floating dtype: Python floats and float lists become float32;
 NumPy arrays keep their dtype.
+
+Sizes are ints (not floats, strings or bools) and never negative. A tensor whose bytes are
+more than this machine's physical memory (``os.sysconf``: ``SC_PHYS_PAGES`` times
+``SC_PAGE_SIZE``) is refused with a ``MemoryError`` before anything is allocated, since it
+could never be filled; one that fits in principle but not in the memory free now gets
+NumPy's ``MemoryError``, with the factory's name.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from memgrad import random as _random
-from memgrad.ops.movement import shape_args
+from memgrad.sizes import physical_memory
 from memgrad.tensor import Tensor, default_dtype
 
 __all__ = [
@@ -20,13 +29,104 @@ __all__ = [
     "rand_like",
 ]
 
+# below this, no request can exceed a machine's memory worth asking about
+_CHECKED_BYTES = 2**30
 
-def _dtype(dtype: Any) -> np.dtype | None:
-    return None if dtype is None else np.dtype(dtype)
+
+def _dtype(dtype: Any, api: str) -> np.dtype | None:
+    if dtype is None:
+        return None
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt.kind not in "biuf":
+        raise TypeError(
+            f"{api}: dtype must be a numeric dtype, got {dtype!r}; pass one such as "
+            "mg.float32, mg.float64, mg.int64 or mg.bool_"
+        )
+    return dt
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _sizes(shape: tuple, api: str, example: str | None = None) -> tuple[int, ...]:
+    """``f(2, 3)`` and ``f((2, 3))`` both mean shape (2, 3); each size an int >= 0."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    example = example or f"e.g. {api}(2, 3) or {api}((2, 3))"
+    for i, s in enumerate(shape):
+        if not _is_int(s):
+            fix = " (convert it with int())" if isinstance(s, (float, np.floating)) else ""
+            raise TypeError(
+                f"{api}: sizes must be ints, got {type(s).__name__} {s!r} at position {i} of "
+                f"{shape!r}{fix}; {example}"
+            )
+        if s < 0:
+            raise ValueError(
+                f"{api}: sizes must not be negative, got {s} at position {i} of {shape!r}; "
+                f"{example}"
+            )
+    return tuple(int(s) for s in shape)
+
+
+def _alloc(api: str, shape: tuple[int, ...], dtype: np.dtype,
+           make: Callable[[], np.ndarray]) -> np.ndarray:
+    """``make()``, once the tensor's bytes are known to fit this machine's memory."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > _CHECKED_BYTES:
+        limit = physical_memory()
+        if limit is not None and nbytes > limit:
+            raise MemoryError(
+                f"{api}: a tensor of shape {shape} and dtype {dtype} needs {nbytes:,} bytes, "
+                f"more than this machine's {limit:,} bytes of memory; choose smaller sizes"
+            )
+    try:
+        return make()
+    except MemoryError as e:
+        raise MemoryError(f"{api}: {e}; choose smaller sizes or free memory") from None
 
 
 def _make(data: np.ndarray, requires_grad: bool) -> Tensor:
     return Tensor(data, requires_grad=requires_grad)
+
+
+def _ragged(data: Any) -> str | None:
+    """Where nested lists first disagree in length or depth, level by level, or None."""
+    level = [("data", data)]
+    while level:
+        nested = [(path, _entries(x)) for path, x in level]
+        first_path, first = nested[0]
+        for path, entries in nested[1:]:
+            if (entries is None) != (first is None):
+                return f"{path} is {_what(entries)} where {first_path} is {_what(first)}"
+            if entries is not None and len(entries) != len(first):
+                return f"{path} has {_count(entries)} where {first_path} has {_count(first)}"
+        if first is None:
+            return None
+        level = [(f"{path}[{i}]", x) for path, entries in nested for i, x in enumerate(entries)]
+    return None
+
+
+def _count(entries: list) -> str:
+    return f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
+
+
+def _what(entries: list | None) -> str:
+    return "a number" if entries is None else f"a sequence of {_count(entries)}"
+
+
+def _entries(x: Any) -> list | None:
+    """The entries of a list, tuple, array or tensor; None for a scalar."""
+    if isinstance(x, Tensor):
+        x = x.numpy()
+    if isinstance(x, np.ndarray):
+        return None if x.ndim == 0 else list(x)
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    return None
 
 
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
@@ -39,11 +139,21 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
         >>> mg.tensor([1.5, 2.0]).dtype
         dtype('float32')
     """
+    dt = _dtype(dtype, "tensor")
     if isinstance(data, Tensor):
-        arr = np.array(data._data, dtype=_dtype(dtype), copy=True)
+        arr = np.array(data._data, dtype=dt, copy=True)
     else:
         keep = isinstance(data, (np.ndarray, np.generic))
-        arr = np.array(data, dtype=_dtype(dtype), copy=True)
+        try:
+            arr = np.array(data, dtype=dt, copy=True)
+        except ValueError as e:
+            where = _ragged(data)
+            if where is None:
+                raise ValueError(f"tensor: cannot read data as numbers: {e}") from None
+            raise ValueError(
+                f"tensor: nested lists must be rectangular, but {where}; pad the short ones "
+                "to the same length, or make one tensor of each"
+            ) from None
         if dtype is None and not keep:
             if arr.dtype == np.float64:
                 arr = arr.astype(default_dtype)
@@ -64,14 +174,22 @@ def from_numpy(a: np.ndarray) -> Tensor:
     return Tensor(a)
 
 
-def _fill(shape: tuple, value: Any, dtype: Any, requires_grad: bool, api: str) -> Tensor:
-    shape = shape_args(shape, api)
-    dtype = _dtype(dtype) or default_dtype
-    return _make(np.full(shape, value, dtype=dtype), requires_grad)
+def _fill(shape: tuple, value: Any, dtype: Any, requires_grad: bool, api: str,
+          example: str | None = None) -> Tensor:
+    shape = _sizes(shape, api, example)
+    dtype = _dtype(dtype, api) or default_dtype
+    return _make(_alloc(api, shape, dtype, lambda: np.full(shape, value, dtype=dtype)),
+                 requires_grad)
 
 
 def zeros(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """A tensor of zeros: ``zeros(2, 3)`` or ``zeros((2, 3))``."""
+    """A tensor of zeros: ``zeros(2, 3)`` or ``zeros((2, 3))``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.zeros(2, 3).shape
+        (2, 3)
+    """
     return _fill(shape, 0, dtype, requires_grad, "zeros")
 
 
@@ -82,42 +200,75 @@ def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
 
 def empty(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor (its values are arbitrary)."""
-    shape = shape_args(shape, "empty")
-    return _make(np.empty(shape, dtype=_dtype(dtype) or default_dtype), requires_grad)
+    shape = _sizes(shape, "empty")
+    dtype = _dtype(dtype, "empty") or default_dtype
+    return _make(_alloc("empty", shape, dtype, lambda: np.empty(shape, dtype=dtype)),
+                 requires_grad)
+
+
+def _fill_value(value: Any, api: str) -> Any:
+    if not isinstance(value, (numbers.Number, np.generic)) or isinstance(value, complex):
+        raise TypeError(
+            f"{api}: fill_value must be a number or a bool, got {type(value).__name__} "
+            f"{value!r}; e.g. {api}((2, 3), 0.5)"
+        )
+    return value
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """A tensor filled with ``fill_value`` (its dtype follows the value unless given)."""
+    """A tensor filled with ``fill_value`` (its dtype follows the value unless given).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.full((2,), 7).tolist()
+        [7, 7]
+    """
+    fill_value = _fill_value(fill_value, "full")
     if dtype is None:
         dtype = np.bool_ if isinstance(fill_value, bool) else (
             np.int64 if isinstance(fill_value, int) else default_dtype)
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    return _fill(shape, fill_value, dtype, requires_grad, "full")
+    if _is_int(shape):
+        shape = (shape,)
+    elif not isinstance(shape, (tuple, list)):
+        raise TypeError(
+            f"full: shape must be an int or a tuple of ints, got {type(shape).__name__} "
+            f"{shape!r}; e.g. full((2, 3), {fill_value!r})"
+        )
+    return _fill(tuple(shape), fill_value, dtype, requires_grad, "full",
+                 f"e.g. full((2, 3), {fill_value!r})")
 
 
-def _like(t: Tensor, value: Any, dtype: Any, requires_grad: bool) -> Tensor:
-    return _make(np.full(t.shape, value, dtype=_dtype(dtype) or t.dtype), requires_grad)
+def _like(t: Tensor, value: Any, dtype: Any, requires_grad: bool, api: str) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise TypeError(
+            f"{api}: input must be a Tensor, got {type(t).__name__}; make one first, e.g. "
+            f"{api}(mg.tensor(data))"
+        )
+    dtype = _dtype(dtype, api) or t.dtype
+    make = (lambda: np.empty(t.shape, dtype=dtype)) if value is None else (
+        lambda: np.full(t.shape, value, dtype=dtype))
+    return _make(_alloc(api, t.shape, dtype, make), requires_grad)
 
 
 def zeros_like(input: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Zeros of ``input``'s shape and dtype."""
-    return _like(input, 0, dtype, requires_grad)
+    return _like(input, 0, dtype, requires_grad, "zeros_like")
 
 
 def ones_like(input: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Ones of ``input``'s shape and dtype."""
-    return _like(input, 1, dtype, requires_grad)
+    return _like(input, 1, dtype, requires_grad, "ones_like")
 
 
 def full_like(input: Tensor, fill_value: Any, dtype: Any = None,
               requires_grad: bool = False) -> Tensor:
     """``fill_value`` in ``input``'s shape and dtype."""
-    return _like(input, fill_value, dtype, requires_grad)
+    return _like(input, _fill_value(fill_value, "full_like"), dtype, requires_grad, "full_like")
 
 
 def empty_like(input: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor of ``input``'s shape and dtype."""
-    return _make(np.empty(input.shape, dtype=_dtype(dtype) or input.dtype), requires_grad)
+    return _like(input, None, dtype, requires_grad, "empty_like")
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
@@ -131,19 +282,47 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
     """
     if end is None:
         start, end = 0, start
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(
+                f"arange: {name} must be a number, got {type(value).__name__} {value!r}; "
+                "e.g. arange(10) or arange(0, 1, 0.25)"
+            )
+        if not math.isfinite(value):
+            raise ValueError(f"arange: {name} must be finite, got {value!r}; e.g. arange(0, 10)")
+    if step == 0:
+        raise ValueError("arange: step must not be 0; e.g. arange(0, 10, 2)")
     if dtype is None:
         ints = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
         dtype = np.int64 if ints else default_dtype
-    return _make(np.arange(start, end, step, dtype=_dtype(dtype)), requires_grad)
+    dtype = _dtype(dtype, "arange")
+    count = max(0, math.ceil((end - start) / step))
+    return _make(_alloc("arange", (count,), dtype,
+                        lambda: np.arange(start, end, step, dtype=dtype)), requires_grad)
 
 
 def eye(n: int, m: int | None = None, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """The ``n x m`` identity matrix."""
-    return _make(np.eye(n, m, dtype=_dtype(dtype) or default_dtype), requires_grad)
+    """The ``n x m`` identity matrix.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.eye(2).tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+    """
+    for name, value in (("n", n), ("m", m)):
+        if value is not None and (not _is_int(value) or value < 0):
+            raise (ValueError if _is_int(value) else TypeError)(
+                f"eye: {name} must be an int >= 0, got {type(value).__name__} {value!r}; "
+                "e.g. eye(3) or eye(2, 3)"
+            )
+    shape = (int(n), int(n if m is None else m))
+    dtype = _dtype(dtype, "eye") or default_dtype
+    return _make(_alloc("eye", shape, dtype, lambda: np.eye(*shape, dtype=dtype)),
+                 requires_grad)
 
 
 def _float_dtype(dtype: Any, api: str) -> np.dtype:
-    dtype = _dtype(dtype) or default_dtype
+    dtype = _dtype(dtype, api) or default_dtype
     if dtype not in (np.float32, np.float64):
         raise TypeError(f"{api}: dtype must be float32 or float64, got {dtype}")
     return dtype
@@ -151,35 +330,62 @@ def _float_dtype(dtype: Any, api: str) -> np.dtype:
 
 def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Standard normal draws from the global generator."""
-    shape = shape_args(shape, "randn")
+    shape = _sizes(shape, "randn")
     dtype = _float_dtype(dtype, "randn")
-    return _make(_random.generator().standard_normal(shape, dtype=dtype), requires_grad)
+    return _make(_alloc("randn", shape, dtype,
+                        lambda: _random.generator().standard_normal(shape, dtype=dtype)),
+                 requires_grad)
 
 
 def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Uniform draws from ``[0, 1)`` from the global generator."""
-    shape = shape_args(shape, "rand")
+    shape = _sizes(shape, "rand")
     dtype = _float_dtype(dtype, "rand")
-    return _make(_random.generator().random(shape, dtype=dtype), requires_grad)
+    return _make(_alloc("rand", shape, dtype,
+                        lambda: _random.generator().random(shape, dtype=dtype)), requires_grad)
 
 
 def randn_like(input: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Standard normal draws in ``input``'s shape."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"randn_like: input must be a Tensor, got {type(input).__name__}")
     return randn(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
 def rand_like(input: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Uniform draws in ``input``'s shape."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"rand_like: input must be a Tensor, got {type(input).__name__}")
     return rand(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
 def randint(low: int, high: int | None = None, size: Any = None, dtype: Any = None) -> Tensor:
     """Integers drawn uniformly from ``[low, high)``: ``randint(low, high, shape)`` or
-    ``randint(high, shape)``."""
+    ``randint(high, shape)``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.randint(0, 10, (2, 3)).shape
+        (2, 3)
+    """
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
             raise TypeError("randint: expected randint(low, high, size) or randint(high, size)")
         low, high, size = 0, low, high
-    size = (size,) if isinstance(size, int) else tuple(size)
-    data = _random.generator().integers(low, high, size=size, dtype=np.int64)
-    return _make(data if dtype is None else data.astype(dtype), False)
+    for name, value in (("low", low), ("high", high)):
+        if not _is_int(value):
+            raise TypeError(
+                f"randint: {name} must be an int, got {type(value).__name__} {value!r}; "
+                "e.g. randint(0, 10, (2, 3))"
+            )
+    if low >= high:
+        raise ValueError(
+            f"randint: low must be less than high, got low={low}, high={high}; the draws are "
+            "from [low, high), e.g. randint(0, 10, (2, 3))"
+        )
+    shape = _sizes(tuple(size) if isinstance(size, (tuple, list)) else (size,), "randint",
+                   "e.g. randint(0, 10, (2, 3))")
+    out = _dtype(dtype, "randint")
+    data = _alloc("randint", shape, np.dtype(np.int64),
+                  lambda: _random.generator().integers(low, high, size=shape, dtype=np.int64))
+    return _make(data if out is None else data.astype(out), False)

@@ -25,6 +25,8 @@ what follows a cut depends only on those two, so the search is exact.
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ from typing import Any
 
 from memgrad.autograd.graph import _seq
 from memgrad.errors import PlanError
+from memgrad.sizes import SizeError, parse_size
 
 __all__ = ["StageProfile", "Plan", "profile", "plan", "plan_from_profile", "predict"]
 
@@ -215,17 +218,45 @@ def predict(
     return max(peak, last(bounds[-1][0], boundaries)), extra
 
 
+def _budget(budget_bytes: Any) -> int | None:
+    """``budget_bytes`` as a whole number of bytes: an int, a finite float (rounded down) or
+    a size such as ``"64MB"`` (``memgrad.sizes.parse_size``)."""
+    fix = "pass a number of bytes such as 64_000_000, or a size such as '64MB' or '1.5GiB'"
+    if budget_bytes is None:
+        return None
+    if isinstance(budget_bytes, str):
+        if budget_bytes.strip().endswith("%"):
+            raise PlanError(
+                f"plan: budget_bytes {budget_bytes!r} is a percentage, but plan has nothing to "
+                f"take it of; {fix}"
+            )
+        try:
+            return parse_size(budget_bytes).resolve()
+        except SizeError as e:
+            raise PlanError(f"plan: budget_bytes: {e}") from None
+    if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, numbers.Real):
+        raise TypeError(
+            f"plan: budget_bytes must be a number of bytes or a size, got "
+            f"{type(budget_bytes).__name__} {budget_bytes!r}; {fix}"
+        )
+    if not math.isfinite(budget_bytes) or budget_bytes < 1:
+        raise PlanError(
+            f"plan: budget_bytes must be a finite number of at least 1 byte, got "
+            f"{budget_bytes!r}; {fix}, or None for the least peak"
+        )
+    return math.floor(budget_bytes)
+
+
 def plan_from_profile(
-    profiles: Sequence[StageProfile], budget_bytes: int | None = None
+    profiles: Sequence[StageProfile], budget_bytes: int | float | str | None = None
 ) -> Plan:
     """The exact best segmentation for measured ``profiles`` (see ``plan``)."""
     profiles = list(profiles)
+    budget_bytes = _budget(budget_bytes)
     if budget_bytes is None:
         least = _least_peak(profiles)
         bounds = _least_time(profiles, least)
     else:
-        if budget_bytes <= 0:
-            raise PlanError(f"plan: budget_bytes must be positive, got {budget_bytes}")
         bounds = _least_time(profiles, budget_bytes)
         if bounds is None:
             least = _least_peak(profiles)
@@ -240,16 +271,20 @@ def plan_from_profile(
 
 
 def plan(
-    functions: Sequence[Callable[[Any], Any]], input: Any, budget_bytes: int | None = None
+    functions: Sequence[Callable[[Any], Any]],
+    input: Any,
+    budget_bytes: int | float | str | None = None,
 ) -> Plan:
     """Profile each stage once, then choose the segment boundaries (not only equal counts)
     that minimise recomputed forward time subject to the predicted peak fitting
-    ``budget_bytes``; with no budget, the least peak. Raises ``PlanError`` naming the
-    smallest feasible budget when none fits. The profile follows the gradients' state: a
-    parameter whose ``.grad`` exists is accumulated into in place (``zero_grad(set_to_none=
-    False)``), one whose ``.grad`` is None gets it allocated in backward; plan in the state
-    you train in. ``functions`` may also be traced stages
-    (``memgrad.jit.trace_stages``): their bytes then come from static analysis of the
+    ``budget_bytes``; with no budget, the least peak. ``budget_bytes`` is a number of bytes
+    or a size as the command line writes it (``"64MB"``, ``"1.5GiB"``; no percentages).
+    Raises ``PlanError`` naming the smallest feasible budget when none fits, and for a budget
+    that is not a positive, finite size (``TypeError`` for one that is not a number). The
+    profile follows the gradients' state: a parameter whose ``.grad`` exists is accumulated
+    into in place (``zero_grad(set_to_none=False)``), one whose ``.grad`` is None gets it
+    allocated in backward; plan in the state you train in. ``functions`` may also be traced
+    stages (``memgrad.jit.trace_stages``): their bytes then come from static analysis of the
     graphs, without running anything (``input`` is not used).
 
     Example:
@@ -262,9 +297,12 @@ def plan(
         >>> out = checkpoint_sequential(layers, p, x)
         >>> p.segments > 1
         True
+        >>> plan(layers, x, budget_bytes="1MB").budget_bytes
+        1000000
     """
     from memgrad.jit import Graph, static_profile
 
+    budget_bytes = _budget(budget_bytes)  # before profiling, which takes a while
     stages = list(functions)
     if stages and all(isinstance(f, Graph) for f in stages):
         return plan_from_profile([static_profile(g, g.seconds) for g in stages], budget_bytes)

@@ -3,11 +3,12 @@ last one; ``CheckpointedSequential`` is the same as a Module."""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from memgrad.checkpoint.checkpoint import checkpoint
-from memgrad.nn.module import Module
+from memgrad.nn.module import Module, ModuleList, Sequential
 
 __all__ = ["checkpoint_sequential", "segment_bounds", "CheckpointedSequential"]
 
@@ -24,13 +25,7 @@ def segment_bounds(n: int, segments: int) -> list[tuple[int, int]]:
         >>> segment_bounds(10, 4)
         [(0, 2), (2, 5), (5, 8), (8, 10)]
     """
-    if isinstance(segments, bool) or not isinstance(segments, int):
-        raise TypeError(f"checkpoint_sequential: segments must be an int, got {segments!r}")
-    if not 1 <= segments <= n:
-        raise ValueError(
-            f"checkpoint_sequential: segments must be between 1 and the number of layers "
-            f"({n}), got {segments}"
-        )
+    segments = _segment_count(segments, n, "segment_bounds")
     base, extra = divmod(n, segments)
     first_extra = segments - 1 - extra  # segments first_extra .. segments - 2 get one more
     bounds, start = [], 0
@@ -39,6 +34,57 @@ def segment_bounds(n: int, segments: int) -> list[tuple[int, int]]:
         bounds.append((start, end))
         start = end
     return bounds
+
+
+def _segment_count(segments: Any, n: int, api: str) -> int:
+    """``segments`` as an int between 1 and ``n``, or a TypeError / ValueError that says
+    what to pass."""
+    fix = ("pass a whole number of segments such as 2, or a Plan from "
+           "memgrad.checkpoint.plan")
+    if isinstance(segments, bool) or not isinstance(segments, numbers.Integral):
+        raise TypeError(
+            f"{api}: segments must be an int or a Plan, got {type(segments).__name__} "
+            f"{segments!r}; {fix}"
+        )
+    if not 1 <= segments <= n:
+        raise ValueError(
+            f"{api}: segments must be between 1 and the number of layers ({n}), got "
+            f"{segments}; pass a count in that range, e.g. {min(2, n)}"
+        )
+    return int(segments)
+
+
+def _layers(functions: Any, api: str) -> list[Callable[[Any], Any]]:
+    """``functions`` as a list of callables, or a TypeError that names the entry (or the
+    whole) that is not one and how to pass it."""
+    if isinstance(functions, Module) and not isinstance(functions, (Sequential, ModuleList)):
+        name = type(functions).__name__
+        raise TypeError(
+            f"{api}: functions must be an nn.Sequential or a list of callables, got a single "
+            f"{name}; wrap it: nn.Sequential(module), or pass [module]"
+        )
+    if isinstance(functions, (str, bytes)) or not hasattr(functions, "__iter__"):
+        got = ("a single function" if callable(functions)
+               else f"{type(functions).__name__} {_short(functions)}")
+        raise TypeError(
+            f"{api}: functions must be an nn.Sequential or a list of callables, got {got}; "
+            "pass a list of callables, e.g. [layer1, layer2]"
+        )
+    layers = list(functions)
+    if not layers:
+        raise ValueError(f"{api}: functions is empty; pass at least one layer")
+    for i, layer in enumerate(layers):
+        if not callable(layer):
+            raise TypeError(
+                f"{api}: functions[{i}] is {type(layer).__name__} {_short(layer)}, which is "
+                "not callable; every entry must be a layer or a function of one input"
+            )
+    return layers
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def checkpoint_sequential(
@@ -63,17 +109,8 @@ def checkpoint_sequential(
         >>> all(w.grad is not None for w in ws)
         True
     """
-    layers = list(functions)
-    if not layers:
-        raise ValueError("checkpoint_sequential: functions is empty")
-    bounds = segments.bounds if hasattr(segments, "bounds") else None
-    if bounds is None:
-        bounds = segment_bounds(len(layers), segments)
-    elif bounds[-1][1] != len(layers):
-        raise ValueError(
-            f"checkpoint_sequential: the plan covers {bounds[-1][1]} layers but functions has "
-            f"{len(layers)}; make the plan for this model"
-        )
+    layers = _layers(functions, "checkpoint_sequential")
+    bounds = _bounds(segments, len(layers), "checkpoint_sequential")
 
     def run(start: int, end: int) -> Callable[[Any], Any]:
         def forward(x: Any) -> Any:
@@ -90,6 +127,19 @@ def checkpoint_sequential(
         )
     start, end = bounds[-1]
     return run(start, end)(x)
+
+
+def _bounds(segments: Any, n: int, api: str) -> list[tuple[int, int]]:
+    """The segments of ``n`` layers that ``segments`` (a count or a Plan) asks for."""
+    bounds = segments.bounds if hasattr(segments, "bounds") else None
+    if bounds is None:
+        return segment_bounds(n, _segment_count(segments, n, api))
+    if bounds[-1][1] != n:
+        raise ValueError(
+            f"{api}: the plan covers {bounds[-1][1]} layers but functions has {n}; make the "
+            "plan for this model"
+        )
+    return bounds
 
 
 class CheckpointedSequential(Module):
@@ -110,6 +160,15 @@ class CheckpointedSequential(Module):
 
     def __init__(self, layers: Module, segments: Any, use_reentrant: bool = False) -> None:
         super().__init__()
+        api = "CheckpointedSequential"
+        if not isinstance(layers, (Sequential, ModuleList)):
+            got = (f"a {type(layers).__name__}" if not isinstance(layers, (list, tuple))
+                   else f"a {type(layers).__name__} of layers")
+            fix = ("wrap it: nn.Sequential(module)" if isinstance(layers, Module)
+                   else "wrap modules in nn.Sequential(*layers), so that their parameters are "
+                   "this module's, or call checkpoint_sequential for plain functions")
+            raise TypeError(f"{api}: layers must be an nn.Sequential, got {got}; {fix}")
+        _bounds(segments, len(_layers(layers, api)), api)
         self.layers = layers
         self.segments = segments
         self.use_reentrant = use_reentrant

@@ -23,12 +23,14 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from numpy.typing import DTypeLike
 
 import memgrad as mg
+import memgrad.distributed as dist
 from memgrad.cli.models import BUILTIN
-from memgrad.cli.output import CliError
+from memgrad.cli.output import CliError, first_line
 from memgrad.cli.train import run_train
 from memgrad.cli.tune import run_plan, run_tune
 from memgrad.tensor import Tensor
@@ -237,6 +239,29 @@ def _count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def _rate(example: str) -> Callable[[str], float]:
+    """An argparse type: a finite float above 0, such as a learning rate."""
+
+    def parse(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number above 0, got {text}; e.g. {example}"
+            )
+        return value
+
+    parse.__name__ = "float"
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line (the house rule for every error of the command):
+    the message and where the usage is, without the usage itself."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
+
+
 SIZE_HELP = ("sizes are bytes (1048576) or take a unit, case-insensitive: KB, MB, GB (powers "
              "of 1000) or KiB, MiB, GiB (powers of 1024), e.g. 64MB or 1.5GiB")
 MODEL_HELP = (f"a built-in model ({', '.join(BUILTIN)}) or package.module:factory, a function "
@@ -269,8 +294,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--heads", type=_count(1), default=4, help="attention heads (default: 4)")
     p.add_argument("--blocks", type=_count(1), default=4,
                    help="transformer blocks (default: 4)")
-    p.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate (default: 3e-3)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument("--lr", type=_rate("3e-3"), default=3e-3,
+                   help="AdamW learning rate, above 0 (default: 3e-3)")
+    p.add_argument("--seed", type=_count(0), default=0, help="random seed, 0 or more (default: 0)")
     p.add_argument("--budget",
                    help="memory budget of a step: a size or a percentage of the plain step's "
                    "peak (default: 50%%, or the least feasible budget when that is too little)")
@@ -358,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
         >>> build_parser().parse_args(["demo", "--steps", "10"]).steps
         10
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="memgrad",
         description="memgrad: a NumPy + numba autograd engine with PyTorch's eager API.",
     )
@@ -374,8 +400,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--steps", type=_count(1), default=1000, help="gradient steps (default: 1000)"
     )
-    demo.add_argument("--lr", type=float, default=0.05, help="learning rate (default: 0.05)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    demo.add_argument("--lr", type=_rate("0.05"), default=0.05,
+                      help="learning rate, above 0 (default: 0.05)")
+    demo.add_argument("--seed", type=_count(0), default=0,
+                      help="random seed, 0 or more (default: 0)")
     demo.add_argument(
         "--log-every",
         type=_count(0),
@@ -395,7 +423,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status: 0 on success. Without a subcommand, prints the help and returns 0;
         a bad subcommand or option exits with status 2 (argparse), and so does a
-        ``CliError`` (printed as one line on stderr).
+        ``CliError`` or a ``MemoryError`` (printed as one line on stderr). Ctrl-C is one line
+        and status 130, as a shell reports a process ended by SIGINT; on the ranks of
+        ``mpiexec`` it is left to ``memgrad.distributed``, which says it once for all ranks.
 
     Example:
         >>> main(["demo", "--steps", "50", "--log-every", "0"])  # doctest: +SKIP
@@ -410,6 +440,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as e:
         print(f"memgrad {args.command}: error: {e}", file=sys.stderr)
         return e.exit_status
+    except (MemoryError, KeyboardInterrupt) as e:
+        if dist.is_initialized() and dist.world_size() > 1:
+            raise  # NOTE [ Faults ] in memgrad.distributed: said once, every rank ends
+        if isinstance(e, KeyboardInterrupt):
+            print(f"memgrad {args.command}: interrupted", file=sys.stderr)
+            return 130
+        print(f"memgrad {args.command}: error: out of memory: {first_line(e)}; ask for a "
+              "smaller model, batch or input", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

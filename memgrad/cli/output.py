@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,15 +53,18 @@ def first_line(e: BaseException) -> str:
 
 def console() -> Console:
     """The rich console the commands print through (wide enough for their tables when the
-    output is not a terminal).
+    output is not a terminal). Markup and emoji codes are off: what the user wrote (a model
+    ``pkg.smile:factory``, a path with ``[brackets]``) prints as written, so the commands
+    style text with ``style=`` or ``rich.text.Text``, never with markup in a string.
 
     Example:
-        >>> console().print("ok")
-        ok
+        >>> console().print("x:smile: [bold]y")
+        x:smile: [bold]y
     """
-    c = Console(highlight=False)
+    plain = dict(highlight=False, markup=False, emoji=False)
+    c = Console(**plain)
     if not c.is_terminal:
-        c = Console(highlight=False, width=max(c.width, 120))
+        c = Console(**plain, width=max(c.width, 120))
     return c
 
 
@@ -83,21 +87,46 @@ def require_matplotlib(option: str) -> Any:
     return plt
 
 
-def check_writable(path: str, option: str) -> Path:
-    """``path`` as a Path, after checking that its directory exists, so that a long run does
-    not fail at the end.
+def check_writable(path: str, option: str, suffix: str = "") -> Path:
+    """The path that will be written (``path``, with ``suffix`` added when it does not end
+    with it, as ``numpy.savez`` adds ``.npz``), after checking that it can be: its directory
+    exists and takes new files, and it is not a directory nor a file that cannot be written.
+    So a long run does not fail at the end.
+
+    Raises:
+        CliError: naming the option, the path, what is wrong and the fix.
 
     Example:
-        >>> check_writable("out.png", "--plot").name
-        'out.png'
+        >>> check_writable("out", "--save", ".npz").name
+        'out.npz'
     """
     p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise CliError(f"{option} {path}: the directory {str(parent)!r} does not exist; "
-                       "create it or choose another path")
     if p.is_dir():
         raise CliError(f"{option} {path}: is a directory; give a file name")
+    if suffix and p.suffix != suffix:
+        p = p.with_name(p.name + suffix)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.exists():
+        raise CliError(f"{option} {path}: the directory {str(parent)!r} does not exist; "
+                       "create it or choose another path")
+    if not parent.is_dir():
+        raise CliError(f"{option} {path}: {str(parent)!r} is a file, not a directory; "
+                       "choose another path")
+    if p.is_dir():
+        raise CliError(f"{option} {path}: {str(p)!r}, where it would be written, is a "
+                       "directory; give another file name")
+    try:
+        if p.exists():
+            with open(p, "ab"):  # appends nothing: the file stays as it is
+                pass
+        else:
+            with tempfile.TemporaryFile(dir=parent):
+                pass
+    except OSError as e:
+        where = (f"cannot write to {str(p)!r}" if p.exists()
+                 else f"cannot create files in the directory {str(parent)!r}")
+        raise CliError(f"{option} {path}: {where} ({e.strerror or e}); choose a path you can "
+                       "write to, or change its permissions") from None
     return p
 
 

@@ -1,8 +1,7 @@
 """Sizes on the command line: ``64MB``, ``1.5GiB``, ``1048576`` (bytes), and ``25%`` (of a
-reference such as the plain step's peak) where a percentage makes sense.
-
-Units are case-insensitive: ``KB``, ``MB``, ``GB``, ``TB`` are powers of 1000, ``KiB``,
-``MiB``, ``GiB``, ``TiB`` powers of 1024, ``B`` is one byte.
+reference such as the plain step's peak) where a percentage makes sense, read by
+``memgrad.sizes.parse_size`` (the planner's ``budget_bytes`` reads the same text); lists of
+them, and sizes printed short.
 
 Example:
     >>> parse_size("64MB").resolve()
@@ -16,88 +15,10 @@ Example:
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
+
+from memgrad.sizes import UNITS, Size, SizeError, parse_size
 
 __all__ = ["Size", "SizeError", "parse_size", "parse_sizes", "format_bytes", "size_at_least"]
-
-UNITS = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*|%)\s*$", re.IGNORECASE)
-_HELP = "write a number with an optional unit, e.g. 64MB, 1.5GiB or 1048576 (bytes)"
-
-
-class SizeError(ValueError):
-    """A size that cannot be read, or a percentage where none makes sense."""
-
-
-@dataclass(frozen=True)
-class Size:
-    """A parsed size: ``amount`` bytes, or ``amount`` percent of a reference when
-    ``percent`` is true. ``text`` is what was written."""
-
-    amount: float
-    percent: bool
-    text: str
-
-    def resolve(self, reference: int | None = None) -> int:
-        """The size in bytes; a percentage is taken of ``reference`` (rounded down).
-
-        Example:
-            >>> parse_size("1.5KiB").resolve()
-            1536
-        """
-        if not self.percent:
-            return int(self.amount)
-        if reference is None:
-            raise SizeError(f"the size {self.text!r} is a percentage, but there is nothing "
-                            f"to take it of here; {_HELP}")
-        return int(reference * self.amount / 100)
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def parse_size(text: str, percent_of: str | None = None) -> Size:
-    """Read a size such as ``64MB``, ``1.5GiB``, ``1048576`` or, when ``percent_of`` names
-    what a percentage refers to, ``25%``.
-
-    Args:
-        text: the size as written.
-        percent_of: what a percentage is of (used in messages); ``None`` rejects percentages.
-
-    Returns:
-        A ``Size``; call ``.resolve(reference)`` for bytes.
-
-    Raises:
-        SizeError: a one-line message that says what went wrong and how to write it.
-
-    Example:
-        >>> parse_size("2 mib").resolve()
-        2097152
-        >>> parse_size("50%", percent_of="the plain peak").percent
-        True
-    """
-    examples = _HELP + (f", or a percentage of {percent_of} such as 25%" if percent_of else "")
-    m = _SIZE.match(text)
-    if m is None:
-        raise SizeError(f"cannot read the size {text!r}: {examples}")
-    number, unit = float(m.group(1)), m.group(2).lower()
-    if unit == "%":
-        if percent_of is None:
-            raise SizeError(f"a percentage ({text!r}) makes no sense here: {_HELP}")
-        if number <= 0:
-            raise SizeError(f"the size {text!r} must be above 0%, e.g. 25%")
-        return Size(number, True, text.strip())
-    if unit not in UNITS:
-        raise SizeError(f"unknown unit {m.group(2)!r} in {text!r}: {examples}")
-    amount = number * UNITS[unit]
-    if amount < 1 or not math.isfinite(amount):
-        raise SizeError(f"the size {text!r} must be at least 1 byte: {examples}")
-    return Size(float(math.floor(amount)), False, text.strip())
 
 
 def parse_sizes(text: str, percent_of: str | None = None) -> list[Size]:

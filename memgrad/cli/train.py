@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -69,12 +70,14 @@ from memgrad.distributed import (
 )
 from memgrad.errors import PlanError
 from memgrad.nn import functional as F
+from memgrad.sizes import physical_memory
 
 __all__ = [
     "VOCAB",
     "STDLIB_FILES",
     "stdlib_corpus",
     "build_lm",
+    "lm_parameters",
     "sample_batch",
     "num_windows",
     "window_batch",
@@ -95,6 +98,7 @@ STDLIB_FILES = (
 CORPUS_BYTES = 300_000
 PERCENT_OF = "the plain step's peak"
 DIST_FIX = "pip install 'memgrad[dist]'"
+INTERRUPT_WAIT_SECONDS = 5  # for mpiexec to end its ranks after Ctrl-C, per attempt
 
 
 def stdlib_corpus(max_bytes: int = CORPUS_BYTES) -> tuple[bytes, list[Path]]:
@@ -145,6 +149,22 @@ def build_lm(d_model: int, heads: int, blocks: int, seq: int) -> nn.Sequential:
         *[nn.TransformerBlock(d_model, heads) for _ in range(blocks)],
         LMHead(d_model, VOCAB),
     )
+
+
+def lm_parameters(d_model: int, blocks: int, seq: int) -> int:
+    """The number of parameters of ``build_lm(d_model, heads, blocks, seq)`` (the heads
+    split ``d_model``, so they change nothing): embeddings, ``blocks`` times the block's
+    attention, MLP and two LayerNorms, and the head.
+
+    Example:
+        >>> model = build_lm(d_model=32, heads=4, blocks=2, seq=16)
+        >>> lm_parameters(32, 2, 16) == sum(p.numel() for p in model.parameters())
+        True
+    """
+    embeddings = (VOCAB + seq) * d_model
+    block = 12 * d_model**2 + 13 * d_model  # qkv and out projections, MLP 4x, 2 LayerNorms
+    head = 2 * d_model + d_model * VOCAB + VOCAB
+    return embeddings + blocks * block + head
 
 
 def sample_batch(
@@ -262,8 +282,9 @@ def _choose_plan(
             f"--budget {size_at_least(least.predicted_peak)} or more, or shrink --batch or --seq"
         )
     out.print(
-        f"[yellow]half the plain peak ({format_bytes(budget)}) is less than any segmentation "
-        f"needs; using the smallest feasible budget, {format_bytes(least.predicted_peak)}[/]"
+        f"half the plain peak ({format_bytes(budget)}) is less than any segmentation needs; "
+        f"using the smallest feasible budget, {format_bytes(least.predicted_peak)}",
+        style="yellow",
     )
     return plan_from_profile(least.profiles, least.predicted_peak)
 
@@ -428,8 +449,28 @@ def _launch(args: argparse.Namespace, nproc: int) -> int:
     env.setdefault("COLUMNS", str(here.width))
     if not here.is_terminal:
         env.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
-    status = subprocess.run(cmd, env=env).returncode
+    proc = subprocess.Popen(cmd, env=env)
+    try:
+        status = proc.wait()
+    except KeyboardInterrupt:
+        _end(proc)
+        raise  # main says it, once
     return status if status >= 0 else 128 - status  # ended by a signal: as a shell says
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """After Ctrl-C, let ``mpiexec`` end its ranks, passing the signal on when it came to
+    this process alone (a kill straight away would leave the ranks running)."""
+    for sig in (None, signal.SIGINT, signal.SIGTERM):
+        if sig is not None:
+            proc.send_signal(sig)
+        try:
+            proc.wait(timeout=INTERRUPT_WAIT_SECONDS)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    proc.kill()
+    proc.wait()
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -440,6 +481,23 @@ def run_train(args: argparse.Namespace) -> int:
         if dist.is_initialized() and dist.rank() != 0:
             return e.exit_status  # rank 0 prints it (NOTE [ Data-parallel train ])
         raise
+
+
+def _check_model_fits(args: argparse.Namespace, processes: int) -> None:
+    """A ``CliError`` when the weights, gradients and AdamW's two moments of the model the
+    options ask for, in each of ``processes`` processes on this machine, exceed its memory:
+    building it would end in the kernel killing the process, not in an error."""
+    limit = physical_memory()
+    n = lm_parameters(args.d_model, args.blocks, args.seq)
+    state = 4 * n * np.dtype(args.dtype).itemsize * processes
+    if limit is not None and state > limit:
+        each = f" over its {processes} processes" if processes > 1 else ""
+        raise CliError(
+            f"--d-model {args.d_model} --blocks {args.blocks} make a model of {n:,} "
+            f"parameters, whose weights, gradients and AdamW state take {format_bytes(state)}"
+            f"{each}, more than this machine's {format_bytes(limit)} of memory; choose a "
+            "smaller --d-model or fewer --blocks"
+        )
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -463,12 +521,13 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.d_model % args.heads:
         raise CliError(f"--d-model {args.d_model} is not a multiple of --heads {args.heads}; "
                        "choose sizes such as --d-model 64 --heads 4")
+    _check_model_fits(args, args.nproc if launching else 1)
     if args.budget is not None:  # an unreadable size fails before any work
         try:
             parse_size(args.budget, PERCENT_OF)
         except SizeError as e:
             raise CliError(f"--budget: {e}") from None
-    save = check_writable(args.save, "--save") if args.save else None
+    save = check_writable(args.save, "--save", ".npz") if args.save else None
 
     text, files = stdlib_corpus()
     tokens = np.frombuffer(text, dtype=np.uint8)
@@ -553,8 +612,7 @@ def _run_train(args: argparse.Namespace) -> int:
     if save is not None:
         state = model.state_dict()
         np.savez(save, **state)
-        written = save if save.suffix == ".npz" else save.with_name(save.name + ".npz")
         total = sum(a.nbytes for a in state.values())
-        out.print(f"saved {len(state)} tensors ({format_bytes(total)}) to {written}")
+        out.print(f"saved {len(state)} tensors ({format_bytes(total)}) to {save}")
     out.print(f"done in {time.perf_counter() - began:.1f} s")
     return 0
