@@ -285,6 +285,8 @@ def _connect_outputs(ctx: FunctionCtx, args: tuple, results: list) -> None:
             out.grad_fn = ctx
             out.output_nr = nr
             out._requires_grad = True
+            if out._base is not None:  # its graph is this node's now, not its base's
+                out._view_gen = out._vc.gen
             if out is r:
                 saved_as_output.add(id(r))
         outputs.append((pos, out._data.shape, out._data.dtype))

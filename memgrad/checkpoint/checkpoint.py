@@ -25,7 +25,8 @@ Non-reentrant (the default) is built on saved-tensor hooks and an op hook:
    handed out only if nothing changed it since it was rebuilt. The recomputation reads what
    the forward read: each op it runs again checks that the tensors it takes from outside the
    region (arguments, closures, parameters, buffers) are at the versions they had in the
-   forward, else a CheckpointError (the one place where
+   forward, and the index arrays among its params (``x[idx]``) hold what they held then,
+   else a CheckpointError (the one place where
    checkpointed code raises and eager code may not: eager code had already used the value).
 Reentrant (``use_reentrant=True``) is the original design: a Function whose forward runs the
 function under no-grad keeping only its inputs, and whose backward recomputes and runs an
@@ -41,10 +42,12 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 from memgrad.autograd.engine import backward_recomputed
 from memgrad.autograd.function import Function
 from memgrad.autograd.grad_mode import enable_grad, state
-from memgrad.autograd.graph import saved_tensors_hooks, sequence_mark
+from memgrad.autograd.graph import refresh_view, saved_tensors_hooks, sequence_mark
 from memgrad.autograd.saved import raise_modified
 from memgrad.errors import CheckpointError
 from memgrad.ops.registry import apply, op_hooks
@@ -214,12 +217,15 @@ class _OpLog:
         self.ops: list[str] = []
         self.outputs: list[tuple] = []  # per op: (shape, dtype) of its output
         self.reads: dict[int, list[tuple]] = {}  # op -> [(argument position, vc, version)]
+        self.params: dict[int, dict] = {}  # op -> its params, for ops with index arrays
         self._made: set[int] = set()  # ids of the outputs of the region's ops
 
-    def forward_op(self, prim: Any, args: tuple) -> int:
+    def forward_op(self, prim: Any, args: tuple, params: dict) -> int:
         """Log the reads of the op about to run; returns its number."""
         k = len(self.ops)
         self.ops.append(prim.name)
+        if prim.array_params:
+            self.params[k] = prim.own_params(params)
         made = self._made
         reads = None
         for pos, a in enumerate(args):
@@ -233,6 +239,18 @@ class _OpLog:
     def forward_out(self, out: Tensor) -> None:
         self._made.add(id(out))
         self.outputs.append((out.shape, out.dtype))
+
+    def check_params(self, k: int, params: dict) -> None:
+        """Before op ``k`` of a recomputation: its index arrays (``x[idx]`` with an index
+        tensor) hold what they held in the forward pass."""
+        logged = self.params.get(k)
+        if logged is not None and not _same_arrays(logged, params):
+            raise CheckpointError(
+                f"memgrad.checkpoint: op {k} ({self.ops[k]}) of the checkpointed function "
+                "indexes with an index tensor that was changed in place since the forward "
+                "pass, so recomputing would give other activations than the forward pass did. "
+                "Change it after backward, or index with a copy (.clone())."
+            )
 
     def check_reads(self, k: int, args: tuple) -> None:
         """Before op ``k`` of a recomputation: what it reads from outside is as it was."""
@@ -258,6 +276,18 @@ class _OpLog:
         else:
             text += " Pass debug=True to see the op sequences of both runs."
         return CheckpointError(text)
+
+
+def _same_arrays(a: Any, b: Any) -> bool:
+    """Whether the arrays in params ``a`` and ``b`` are equal, where both have one at the
+    same place (other differences are the determinism check's business)."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.shape != b.shape or np.array_equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return all(_same_arrays(a[key], b[key]) for key in a.keys() & b.keys())
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return all(_same_arrays(x, y) for x, y in zip(a, b))
+    return True
 
 
 class _Frame:
@@ -308,7 +338,7 @@ class _Frame:
             return self.function(*self.args, **self.kwargs)
 
     def _forward_op(self, prim: Any, args: tuple, params: dict) -> Tensor:
-        k = self.log.forward_op(prim, args)
+        k = self.log.forward_op(prim, args, params)
         self.current_op = k
         state.op_hook = self.outer_hook  # an enclosing hook (a tracer) sees the op too
         try:
@@ -407,6 +437,7 @@ class _Recomputation:
         self.ops.append(prim.name)
         if k < len(frame.log.ops):
             frame.log.check_reads(k, args)
+            frame.log.check_params(k, params)
         entry = frame.kept.get(k)
         # a kept output changed in place since (by the region itself, or by the caller) no
         # longer holds this op's result: the op runs again instead
@@ -496,8 +527,9 @@ class _ReentrantRun:
                 )
             if k < len(log.ops):
                 log.check_reads(k, args)
+                log.check_params(k, params)
         else:
-            log.forward_op(prim, args)
+            log.forward_op(prim, args, params)
         state.op_hook = self.outer
         try:
             out = apply(prim, args, params)
@@ -525,30 +557,14 @@ class _ReentrantRun:
             )
 
 
-def _check_output_unchanged(out: Tensor, before: tuple) -> None:
-    """An output of the region changed in place after the forward, which an op of the region
-    saved: eager code would raise, and so does the checkpoint (NOTE [ Recompute rules ])."""
+def _carry_changes(out: Tensor, before: tuple) -> None:
+    """Give recomputed output ``out`` the in-place changes its forward twin got after the
+    forward (NOTE [ Recompute rules ] point 5): its version counter moves on by as many, so
+    that a node of the recomputed graph that saved it raises eager's error when it runs, as
+    the same node of an eager graph would, and no other node does."""
     vc, version = before
-    if vc.v == version:
-        return
-    seen, stack = set(), [out.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        for s in _saved_of(node):
-            if s is not None and (getattr(s, "_t", None) is out or getattr(s, "_data", None)
-                                  is out._data):
-                raise_modified(node.name(), out.shape, out.dtype, vc.v, version,
-                               "an output of a checkpoint")
-        stack.extend(n for n, _ in node.next_functions)
-
-
-def _saved_of(node: Any) -> tuple:
-    saved = getattr(node, "_saved", None)
-    found = tuple(saved) if isinstance(saved, (list, tuple)) else ()
-    return found + (getattr(node, "_out_saved", None),)
+    if vc.v != version:
+        out._version_counter().v += vc.v - version
 
 
 class _Reentrant(Function):
@@ -618,8 +634,11 @@ class _Reentrant(Function):
             outputs = (outputs,)
         roots, root_grads = [], []
         for out, g, before in zip(outputs, grads, ctx.out_versions):
+            if isinstance(out, Tensor) and out._base is not None and out._vc.gen != out._view_gen:
+                refresh_view(out)  # a view whose base the function changed in place
+            if isinstance(out, Tensor):
+                _carry_changes(out, before)
             if isinstance(out, Tensor) and out.requires_grad and g is not None:
-                _check_output_unchanged(out, before)
                 roots.append(out)
                 root_grads.append(g)
         if roots:

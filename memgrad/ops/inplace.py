@@ -11,23 +11,23 @@ A view made before that (``gen`` differs from the view's ``_view_gen``) has a st
 before it is used in grad mode (by an op, a custom Function, as a backward root or a
 ``grad`` input) its view ops, recorded from its base when it was made, are replayed on the
 base, which gives it the base's current graph, as PyTorch's views have (a buffer filled row
-by row after a view of it was taken). An in-place op on a view itself when a gradient is
-involved would need the base to be rewritten through the view (PyTorch's CopySlices) and
-raises instead of giving a wrong gradient, unless nothing else refers to the base (a view
-that a composite returned, e.g. ``logsumexp``'s final reshape): that view is its base.
+by row after a view of it was taken). An in-place op on a view itself, when a gradient is
+involved, computes the view's new values out of place and gives the base the graph of
+writing them into it (``view_write``, PyTorch's CopySlices); the view and every other view
+of the base then follow the base. Only a view of a leaf that requires grad refuses.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from memgrad.autograd.grad_mode import state
+from memgrad.autograd.graph import refresh_view
 from memgrad.ops import elementwise as ew
-from memgrad.ops.movement import index_put, normalize_index
+from memgrad.ops.movement import index_put, memory_order, normalize_index, view_write
 from memgrad.ops.registry import Primitive, apply, primitive
 from memgrad.tensor import Tensor
 
@@ -43,6 +43,10 @@ def _inplace(
     direct: Callable[[np.ndarray], Any],
 ) -> Tensor:
     tensors = (t,) + tuple(a for a in args if isinstance(a, Tensor))
+    if state.grad_enabled:
+        for a in tensors:  # a view whose base was rebased may require grad by now
+            if a._base is not None and a._vc.gen != a._view_gen:
+                refresh_view(a)
     if not state.grad_enabled or not any(a._requires_grad for a in tensors):
         _write(api, t, direct)
         t._bump_version()
@@ -53,25 +57,9 @@ def _inplace(
             "operation. Do the change under mg.no_grad() (as optimizers do), or work on a "
             "clone: t = t.clone()."
         )
-    if t._base is not None and _sole_view(t):
-        t._base = None  # nothing else can reach its base: the view is the tensor itself
     if t._base is not None:
-        raise RuntimeError(
-            f"{api}: in-place changes to a view (here of shape {t.shape}) are not recorded "
-            "for autograd, so the gradient of its base would be wrong. Change the base "
-            "tensor itself, or make the view a copy first with .clone()."
-        )
-    needs = [t._requires_grad] + [isinstance(a, Tensor) and a._requires_grad for a in args]
-    if any(i == 0 and any(needs[j] for j in by) for i, by in prim.save_inputs):
-        # the backward needs the old values, which the write below overwrites: keep a copy
-        old = Tensor(t._data.copy())
-    else:
-        old = Tensor(t._data)
-        old._vc = t._version_counter()
-    old.grad_fn = t.grad_fn
-    old.output_nr = t.output_nr
-    old._requires_grad = t._requires_grad
-    result = apply(prim.inplace_variant, (old,) + args, params)
+        return _inplace_view(api, t, prim, args, params)
+    result = apply(prim.inplace_variant, (_old(t, prim, args),) + args, params)
     _write(api, t, lambda a: np.copyto(a, result._data, casting="same_kind"))
     vc = t._version_counter()
     vc.v += 1
@@ -82,12 +70,51 @@ def _inplace(
     return t
 
 
-def _sole_view(t: Tensor) -> bool:
-    """Whether ``t`` views all of a base that nothing but ``t`` refers to (the result of a
-    composite that ends in a reshape, such as ``logsumexp``): the references are ``t``'s slot
-    and getrefcount's argument."""
+def _old(t: Tensor, prim: Primitive, args: tuple) -> Tensor:
+    """``t`` before the write, at its graph position: a copy if the op's backward needs the
+    values the write overwrites, else an alias."""
+    needs = [t._requires_grad] + [isinstance(a, Tensor) and a._requires_grad for a in args]
+    if any(i == 0 and any(needs[j] for j in by) for i, by in prim.save_inputs):
+        old = Tensor(t._data.copy())
+    else:
+        old = Tensor(t._data)
+        old._vc = t._version_counter()
+    old.grad_fn = t.grad_fn
+    old.output_nr = t.output_nr
+    old._requires_grad = t._requires_grad
+    return old
+
+
+def _inplace_view(api: str, t: Tensor, prim: Primitive, args: tuple, params: dict) -> Tensor:
+    """An in-place op on view ``t`` with a gradient involved: the view's new values are the
+    op's out-of-place result, and its base gets the graph of writing them into it
+    (``view_write``), as PyTorch's CopySlices does; the view then follows its base."""
     base = t._base
-    return base._data.size == t._data.size and sys.getrefcount(base) == 3
+    if base.grad_fn is None and base._requires_grad:
+        raise RuntimeError(
+            f"{api}: a view of a leaf Variable that requires grad is being used in an in-place "
+            "operation. Do the change under mg.no_grad() (as optimizers do), or work on a "
+            "clone of the leaf."
+        )
+    if not t._data.flags.writeable:
+        _write(api, t, lambda a: np.copyto(a, 0))  # raises the read-only error
+    result = apply(prim.inplace_variant, (_old(t, prim, args),) + args, params)
+    whole = Tensor(base._data)
+    whole._vc = base._version_counter()
+    whole.grad_fn = base.grad_fn
+    whole.output_nr = base.output_nr
+    whole._requires_grad = base._requires_grad
+    steps = tuple((p.name, tuple(sorted(kw.items()))) for p, kw in t._view_fn)
+    written = view_write(whole, result, steps=steps, order=memory_order(base._data))
+    _write(api, t, lambda a: np.copyto(a, result._data, casting="same_kind"))
+    vc = base._version_counter()
+    vc.v += 1
+    vc.gen += 1
+    base.grad_fn = written.grad_fn
+    base.output_nr = 0
+    base._requires_grad = True
+    refresh_view(t)
+    return t
 
 
 def _write(api: str, t: Tensor, direct: Callable[[np.ndarray], Any]) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from memgrad.errors import ShapeError
 from memgrad.ops.reduce import normalize_dims, sum_to
-from memgrad.ops.registry import primitive
+from memgrad.ops.registry import REGISTRY, primitive
 from memgrad.tensor import Tensor
 
 __all__ = [
@@ -32,6 +32,8 @@ __all__ = [
     "normalize_index",
     "shape_args",
     "check_indices",
+    "memory_order",
+    "view_write",
     "gather",
     "gather_backward",
     "take_along_dim",
@@ -276,6 +278,46 @@ def _(g, out, needs, x, v, index):
         if gv.shape != v.shape:
             gv = sum_to(gv, shape=v.shape)
     return gx, gv
+
+
+def memory_order(a: np.ndarray) -> tuple[int, ...]:
+    """The axes of ``a`` from the one with the largest stride to the smallest."""
+    return tuple(int(i) for i in np.argsort([-abs(s) for s in a.strides], kind="stable"))
+
+
+def _replay(steps: tuple, a: Any) -> Any:
+    for name, params in steps:
+        a = REGISTRY[name].forward(a, **dict(params))
+    return a
+
+
+@primitive("view_write", kind="movement")
+def view_write(base, src, *, steps, order):
+    """A copy of ``base`` with ``src`` written into the view that the view ops ``steps``
+    (``((primitive name, ((param, value), ...)), ...)``) take of it: the out-of-place form
+    of an in-place change through a view. ``order`` is ``base``'s memory order
+    (``memory_order``), which the copy keeps so that the view ops give a view of it again."""
+    out = np.empty(tuple(base.shape[i] for i in order), dtype=base.dtype)
+    out = out.transpose(tuple(int(i) for i in np.argsort(order)))
+    out[...] = base
+    dst = _replay(steps, out)
+    if not np.shares_memory(dst, out) or not dst.flags.writeable:
+        raise ValueError(f"the view {[n for n, _ in steps]} of the base cannot be written into")
+    dst[...] = src
+    return out
+
+
+@view_write.vjp
+def _(g, out, needs, base, src, steps, order):
+    gb = view_write(g, 0.0, steps=steps, order=order) if needs[0] else None
+    gs = None
+    if needs[1]:
+        gs = g
+        for name, params in steps:
+            gs = REGISTRY[name](gs, **dict(params))
+        if gs.shape != src.shape:
+            gs = sum_to(gs, shape=src.shape)
+    return gb, gs
 
 
 def check_indices(index: np.ndarray, size: int, api: str, allow_negative: bool = False,

@@ -258,7 +258,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
 
 def _rows(x: np.ndarray, ndim: int, dtype: np.dtype) -> np.ndarray:
     d = int(np.prod(x.shape[x.ndim - ndim:], dtype=np.int64))
-    return np.ascontiguousarray(x, dtype=dtype).reshape(-1, d)
+    n = int(np.prod(x.shape[:x.ndim - ndim], dtype=np.int64))
+    return np.ascontiguousarray(x, dtype=dtype).reshape(n, d)
 
 
 def _affine(t: np.ndarray | None, d: int, default: float, dtype: np.dtype) -> np.ndarray:
@@ -273,6 +274,8 @@ def _layer_norm(x, weight, bias, *, ndim, eps):
 
     rows = _rows(x, ndim, x.dtype)
     d = rows.shape[1]
+    if rows.size == 0:  # nothing to normalize: the empty result, as in PyTorch
+        return np.zeros(x.shape, dtype=x.dtype)
     out = layer_norm_forward(rows, _affine(weight, d, 1.0, x.dtype), _affine(bias, d, 0.0, x.dtype),
                              eps)
     return out.reshape(x.shape)

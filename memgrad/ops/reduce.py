@@ -277,7 +277,8 @@ def logsumexp(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 
 def _shift(input: Tensor, dims) -> Tensor:
     # a constant shift by the max (no gradient flows through it); rows of -inf shift by 0
-    m = np.max(input._data, axis=dims, keepdims=True) if input.ndim else input._data
+    m = (np.max(input._data, axis=dims, keepdims=True, initial=-np.inf) if input.ndim
+         else input._data)
     return Tensor(np.where(np.isfinite(m), m, 0).astype(input.dtype, copy=False))
 
 
@@ -299,6 +300,8 @@ def _along_rows(kernel, dim: int, *arrays: np.ndarray) -> np.ndarray:
         return kernel(*(np.asarray(a, dtype=dtype).reshape(1, 1) for a in arrays)).reshape(())
     moved = [np.moveaxis(a, dim, -1) for a in arrays]
     shape = moved[0].shape
+    if moved[0].size == 0:  # no rows, or rows of length 0 (PyTorch returns the empty tensor)
+        return np.moveaxis(np.zeros(shape, dtype=dtype), -1, dim)
     rows = [np.ascontiguousarray(m, dtype=dtype).reshape(-1, shape[-1]) for m in moved]
     return np.moveaxis(kernel(*rows).reshape(shape), -1, dim)
 

@@ -124,6 +124,13 @@ class Primitive:
     def __call__(self, *args: Any, **params: Any) -> Tensor:
         return apply(self, args, params)
 
+    def own_params(self, params: dict) -> dict:
+        """``params`` with private copies of the arrays in ``array_params``: what a node
+        keeps, so that a change to the caller's index array after forward changes nothing."""
+        if not self.array_params:
+            return params
+        return {k: _copy_arrays(v) if k in self.array_params else v for k, v in params.items()}
+
     @property
     def inplace_variant(self) -> Primitive:
         """The same op as recorded for an in-place change (``add_`` for ``add``): the same
@@ -297,7 +304,7 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
     node._trace = _anomaly_trace() if state.anomaly else None
     node.prim = prim
     node._needs = needs
-    node._params = _own_arrays(params, prim.array_params) if prim.array_params else params
+    node._params = prim.own_params(params) if prim.array_params else params
     out.grad_fn = node
     out._requires_grad = True
     has_saved = False
@@ -351,12 +358,6 @@ def _make_view(out: Tensor, base: Tensor, prim: Primitive, params: dict) -> None
         out._base = base
         out._view_fn = ((prim, params),)
     out._view_gen = vc.gen
-
-
-def _own_arrays(params: dict, names: tuple[str, ...]) -> dict:
-    """``params`` with private copies of the arrays in the named entries: a node must not
-    read, in backward, an index array the caller changed after forward."""
-    return {k: _copy_arrays(v) if k in names else v for k, v in params.items()}
 
 
 def _copy_arrays(v: Any) -> Any:

@@ -194,3 +194,20 @@ def test_reentrant_determinism_check_none_skips_it():
     ref = _leaf(3, 3)
     (ref.tanh() @ w).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), ref.grad.numpy())
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_an_index_tensor_changed_after_forward_is_an_error_not_a_wrong_gradient(use_reentrant):
+    x = _leaf(3)
+    idx = mg.tensor([1])
+    y = checkpoint(lambda a, i: (a + 1.5)[i].tanh(), x, idx, use_reentrant=use_reentrant)
+    with mg.no_grad():
+        idx.fill_(0)
+    with pytest.raises(mg.CheckpointError, match="changed in place"):
+        y.sum().backward()
+    y = checkpoint(lambda a: (a + 1.5)[idx].tanh(), x, use_reentrant=use_reentrant)  # a closure
+    with mg.no_grad():
+        idx.fill_(1)
+    with pytest.raises(mg.CheckpointError, match=r"op 1 \(getitem\) .*indexes with an index "
+                                                 "tensor that was changed in place"):
+        y.sum().backward()

@@ -368,6 +368,22 @@ case("gather", "public-take-along-dim", inputs(normal(3, 4)),
      lambda x: np.take_along_axis(x, np.array([[1], [3], [0]]), axis=1))
 
 
+_ROW1 = (("getitem", (("index", (1, Ellipsis)),)),)
+_COL = (("permute", (("dims", (1, 0)),)), ("getitem", (("index", (slice(1, 3), Ellipsis)),)))
+case("view_write", "row", inputs(normal(2, 3), normal(3)),
+     lambda b, v: P("view_write")(b, v, steps=_ROW1, order=(0, 1)),
+     lambda b, v: np.concatenate([b[:1], v[None]]))
+case("view_write", "view-of-view-broadcast", inputs(normal(2, 3), normal(2)),
+     lambda b, v: P("view_write")(b, v, steps=_COL, order=(0, 1)),
+     lambda b, v: _np_view_write_col(b, v))
+
+
+def _np_view_write_col(b: np.ndarray, v: np.ndarray) -> np.ndarray:
+    out = b.copy()
+    out.T[1:3] = v
+    return out
+
+
 def _np_scatter_add(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -> np.ndarray:
     out = x.copy()
     grid = list(np.indices(index.shape, sparse=True))
