@@ -204,9 +204,10 @@ class DistributedDataParallel(Module):
             self._step += 1
             comm._get().step = self._step
             self._divisor = comm.world_size()
-            if self._joining:
+            if self._joining:  # NOTE [ Join ]
                 having = self._join_step(1)
-                self._divisor = self._divisor if self._divide_by_initial else having
+                if not self._divide_by_initial:
+                    self._divisor = having
         if self.gradient_as_bucket_view:
             self._give_views()
         out = self.module(*args, **kwargs)
