@@ -21,15 +21,21 @@ N_FEATURES = 6
 
 
 class CountingComm:
-    """COMM_WORLD, counting the non-blocking all-reduces started through it."""
+    """A communicator, counting the non-blocking all-reduces and all-gathers started
+    through it."""
 
     def __init__(self, inner):
         self.inner = inner
         self.iallreduce = 0
+        self.iallgather = 0
 
     def Iallreduce(self, *args, **kwargs):  # noqa: N802 (mpi4py's name)
         self.iallreduce += 1
         return self.inner.Iallreduce(*args, **kwargs)
+
+    def Iallgather(self, *args, **kwargs):  # noqa: N802 (mpi4py's name)
+        self.iallgather += 1
+        return self.inner.Iallgather(*args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -84,10 +90,12 @@ def train(args: argparse.Namespace) -> dict:
         net.load_state_dict(reference.state_dict())
     model = dist.DistributedDataParallel(net, bucket_bytes=args.bucket_bytes,
                                          gradient_as_bucket_view=args.view)
-    counting = None
+    counting = records = None
     if w > 1:
         counting = CountingComm(comm._get().comm)
         comm._get().comm = counting
+        records = CountingComm(comm._get().records)  # NOTE [ In step ]
+        comm._get().records = records
     weights = {n: p.numpy().copy() for n, p in model.module.named_parameters()}
     gathered = dist.all_gather_object(weights)
     same_start = all(
@@ -103,6 +111,7 @@ def train(args: argparse.Namespace) -> dict:
         opt.zero_grad(set_to_none=not args.zero_in_place)
         net.use_spare = args.alternate and step % 2 == 1  # used in odd steps only
         start = counting.iallreduce if counting else 0
+        records_start = records.iallgather if records else 0
         # the global batch of this step, cut into micro-batches, each cut between the ranks
         lo = step * global_batch
         for m in range(micro):
@@ -122,6 +131,7 @@ def train(args: argparse.Namespace) -> dict:
             })
         log.append({
             "iallreduce": (counting.iallreduce - start) if counting else 0,
+            "records": (records.iallgather - records_start) if records else 0,
             "buckets": model.stats.buckets,
             "during_backward": model.stats.during_backward,
             "reductions": sorted(set(model.stats.reductions.values())),

@@ -138,6 +138,9 @@ def test_two_ranks_equal_one_rank_on_the_doubled_batch(tmp_path, ckpt, extra):
         # parameter in one bucket
         assert step["reductions"] == [1], step
         assert step["iallreduce"] == step["buckets"], step
+        # NOTE [ In step ]: and one record per bucket, the checks' only cost in a step (the
+        # first step's rebuild also broadcasts rank 0's order of the buckets)
+        assert step["records"] == step["buckets"] + (i == 0), step
         # buckets start while backward runs: from the first step for a graph of built-in
         # ops, after the first for reentrant checkpoints, whose counts are learned then
         if i > 0 or ckpt != "reentrant":
