@@ -307,6 +307,7 @@ WORKERS = {"comm": worker_comm, "torch-comm": worker_torch_comm, "train": worker
 
 
 def worker(args: argparse.Namespace) -> int:
+    dist.init()  # before the workers import mpi4py.MPI: init() sets MPI's environment first
     result = WORKERS[args.worker](args)
     if dist.rank() == 0:
         Path(args.out).write_text(json.dumps(result))
