@@ -17,7 +17,12 @@ not inside ``no_sync()``) then works like this:
    buckets not yet started start, in order; all are waited for, and each gradient becomes
    the mean over ranks. Optimizer code after ``backward()`` sees the averaged ``.grad``.
 Each bucket carries one flag per parameter, 1 where this rank has a gradient; a parameter
-no rank used keeps ``.grad`` None, as without the wrapper.
+no rank used keeps ``.grad`` None, as without the wrapper. Each bucket's reduction is
+preceded by its record (NOTE [ In step ] in comm.py): the step, which counts the
+synchronised forwards, the bucket's index, the number of buckets, its size and dtype, so
+that a rank one step ahead or one bucket behind is an error on every rank, not a silent
+average of unrelated gradients. A step whose backward failed after some buckets started
+has those reductions completed by the next forward, before the buckets are reused.
 
 NOTE [ Gradients as bucket views ]
 With ``gradient_as_bucket_view=True`` each parameter's ``.grad`` is a view of its slice of
@@ -44,6 +49,18 @@ synchronised step also records the order in which gradients became final, and th
 buckets are rebuilt in that order (rank 0's, so that every rank agrees). A parameter that
 receives a gradient after its bucket was reduced would end with a wrong gradient: that
 raises ``DistributedError``.
+
+NOTE [ Join ]
+Inside ``join()`` (PyTorch's ``DistributedDataParallel.join``) each synchronised forward
+first agrees a record ``_JOIN`` with the step, carrying 1 from a rank that has data. A rank
+whose loop ended leaves the block and *shadows*: it posts the same record with 0, and while
+some rank had data it takes part in that step's bucket reductions with zeros (in a scratch
+buffer: its own gradients and weights stay as they were), and in the rebuild of the first
+step. When a step's records are all 0, every rank has left the block: the parameters and
+buffers of the rank that was last to have data (the lowest such rank) are broadcast, so that
+every rank ends with the same weights. The mean divides by the initial world size
+(``divide_by_initial_world_size=True``, PyTorch's default: every example weighs the same,
+and a joined rank counts as zeros) or by the number of ranks that had data in that step.
 """
 
 from __future__ import annotations
@@ -158,6 +175,13 @@ class DistributedDataParallel(Module):
         self._bucket_of: list[int] = []
         self._buckets: list[_Bucket] = []
         self._next = 0  # the next bucket to start
+        self._step = 0  # synchronised forwards (NOTE [ Buckets ]), and shadowed steps
+        # NOTE [ Join ]: inside join(), how the mean divides, what it divides by in this
+        # step, and the last step in which each rank had data
+        self._joining = False
+        self._divide_by_initial = True
+        self._divisor = comm.world_size()
+        self._last_active: list[int] = []
         if comm.world_size() == 1:
             return
         self._check_same_model()
@@ -176,6 +200,14 @@ class DistributedDataParallel(Module):
             return self.module(*args, **kwargs)
         self._expecting = self._sync
         self._reset_step()
+        if self._expecting:
+            self._step += 1
+            comm._get().step = self._step
+            self._divisor = comm.world_size()
+            if self._joining:  # NOTE [ Join ]
+                having = self._join_step(1)
+                if not self._divide_by_initial:
+                    self._divisor = having
         if self.gradient_as_bucket_view:
             self._give_views()
         out = self.module(*args, **kwargs)
@@ -205,6 +237,50 @@ class DistributedDataParallel(Module):
             yield
         finally:
             self._sync = previous
+
+    @contextlib.contextmanager
+    def join(self, divide_by_initial_world_size: bool = True) -> Iterator[None]:
+        """Train on uneven inputs: a rank whose loop inside this block ends before the
+        others' keeps taking part in their gradient reductions, with zeros, until every rank
+        has left the block; then all ranks take the weights of the rank that had data last
+        (NOTE [ Join ], as PyTorch's ``DistributedDataParallel.join``). The mean divides by
+        the world size (``divide_by_initial_world_size=True``: a joined rank counts as zeros)
+        or by the number of ranks that had data in that step (False). Every synchronised
+        forward inside the block must be followed by its backward.
+
+        Example:
+            >>> import memgrad as mg
+            >>> from memgrad.distributed import DistributedDataParallel
+            >>> model = DistributedDataParallel(mg.nn.Linear(2, 1))
+            >>> with model.join():
+            ...     for batch in [mg.ones(1, 2)] * 3:   # each rank its own number of batches
+            ...         model(batch).sum().backward()
+            >>> model.module.bias.grad
+            tensor([3.])
+        """
+        if not isinstance(divide_by_initial_world_size, bool):
+            raise TypeError(
+                "DistributedDataParallel.join: divide_by_initial_world_size must be True or "
+                f"False, got {divide_by_initial_world_size!r}"
+            )
+        if self._joining:
+            raise RuntimeError(
+                "DistributedDataParallel.join: already inside join() of this model; use one "
+                "join() around the whole training loop"
+            )
+        self._joining = True
+        self._divide_by_initial = divide_by_initial_world_size
+        self._last_active = [0] * comm.world_size()
+        try:
+            yield
+        except BaseException:
+            self._joining = False
+            raise
+        try:
+            if comm.world_size() > 1:
+                self._shadow()
+        finally:
+            self._joining = False
 
     # ------------------------------------------------------------------ setup
     def _check_same_model(self) -> None:
@@ -275,6 +351,9 @@ class DistributedDataParallel(Module):
                 self._given[i] = True
 
     def _reset_step(self) -> None:
+        live = [b.request for b in self._buckets if b.request is not None]
+        if live:  # NOTE [ Buckets ]: a step left unfinished (its backward failed)
+            comm._wait(live, f"DistributedDataParallel step {self._step}")
         self._counts = [0] * len(self._params)
         self._reductions = [0] * len(self._params)
         self._final_order = {}
@@ -377,27 +456,34 @@ class DistributedDataParallel(Module):
                 view[...] = g._data
                 if views:
                     p.grad = Tensor(view)
-        w = comm._get()
-        bucket.request = w.comm.Iallreduce(w.mpi.IN_PLACE, flat, op=w.mpi.SUM)
+        bucket.request = self._post(bucket, flat)
         self._next = bucket.index + 1
 
+    def _post(self, bucket: _Bucket, flat: np.ndarray) -> Any:
+        """Agree on the bucket's record, then start its sum (NOTE [ Buckets ])."""
+        comm._agree(comm._BUCKET, self._step, bucket.index, len(self._buckets), flat.size,
+                    comm._dtype_code(flat.dtype))
+        w = comm._get()
+        return w.comm.Iallreduce(w.mpi.IN_PLACE, flat, op=w.mpi.SUM)
+
     def _progress(self) -> None:
-        pending = [b.request for b in self._buckets[: self._next] if b.request is not None]
-        if pending:
-            comm._get().mpi.Request.Testall(pending)
+        if comm._settle():  # a payload is tested only once its record agreed
+            pending = [b.request for b in self._buckets[: self._next] if b.request is not None]
+            if pending:
+                comm._get().mpi.Request.Testall(pending)
 
     def _finish(self) -> None:
         """NOTE [ Buckets ] step 2, at the end of the outermost backward."""
-        w = comm._get()
         while self._next < len(self._buckets):
             self._start(self._buckets[self._next])
-        w.mpi.Request.Waitall([b.request for b in self._buckets])
+        comm._wait([b.request for b in self._buckets], f"DistributedDataParallel step {self._step}")
         views = self.gradient_as_bucket_view
+        divisor = self._divisor
         for bucket in self._buckets:
             flat, off = bucket.flat, bucket.offsets
             flags = flat[off[-1]:]
             if views:
-                np.divide(flat[:off[-1]], w.size, out=flat[:off[-1]])
+                np.divide(flat[:off[-1]], divisor, out=flat[:off[-1]])
             for k, i in enumerate(bucket.params):
                 p = self._params[i]
                 if flags[k] == 0:  # no rank has a gradient
@@ -413,9 +499,9 @@ class DistributedDataParallel(Module):
                     continue
                 g = p.grad
                 if g is None or g._requires_grad or g._data.shape != p._data.shape:
-                    p.grad = Tensor(view / w.size)
+                    p.grad = Tensor(view / divisor)
                 else:
-                    np.divide(view, w.size, out=g._data)
+                    np.divide(view, divisor, out=g._data)
                     g._bump_version()
         reductions = dict(zip(self._names, self._reductions))
         self.stats = DDPStats(len(self._buckets), self._during, reductions)
@@ -427,6 +513,46 @@ class DistributedDataParallel(Module):
             self._rebuild()
             self._rebuilt = True
         self._expecting = False
+
+    # ------------------------------------------------------------------ NOTE [ Join ]
+    def _join_step(self, having: int) -> int:
+        """Agree on this step inside join(), ``having`` 1 if this rank has data in it; how
+        many ranks have."""
+        check = comm._agree(comm._JOIN, self._step, extra=having)
+        comm._wait([], f"DistributedDataParallel.join() at step {self._step}")
+        flags = check.records[:, comm._EXTRA]
+        for r in np.flatnonzero(flags):
+            self._last_active[r] = self._step
+        return int(flags.sum())
+
+    def _shadow(self) -> None:
+        """This rank's data ended: take part, with zeros, in the others' steps until every
+        rank's data ended; then every rank takes the weights of the one that had data last."""
+        w = comm._get()
+        scratch: dict[np.dtype, np.ndarray] = {}  # by dtype, as large as the largest bucket
+        self._reset_step()
+        while True:
+            self._step += 1
+            w.step = self._step
+            if self._join_step(0) == 0:
+                break
+            for bucket in self._buckets:  # one at a time, through the scratch buffer
+                n, dtype = bucket.flat.size, bucket.flat.dtype
+                if dtype not in scratch or scratch[dtype].size < n:
+                    scratch[dtype] = np.empty(n, dtype=dtype)
+                zeros = scratch[dtype][:n]
+                zeros.fill(0)
+                comm._wait([self._post(bucket, zeros)],
+                           f"DistributedDataParallel.join() at step {self._step}")
+            if not self._rebuilt:
+                self._rebuild()
+                self._rebuilt = True
+        self._step -= 1  # the step in which no rank had data did not happen
+        w.step = self._step
+        src = int(np.argmax(self._last_active))  # the first of those that had data last
+        with no_grad():
+            for t in [*self.module.parameters(), *self.module.buffers()]:
+                comm.broadcast(_contiguous(t), src=src)
 
     def _rebuild(self) -> None:
         """NOTE [ Uses ]: rebuild the buckets in rank 0's order of final gradients (unused

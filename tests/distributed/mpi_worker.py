@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 
 import numpy as np
 
@@ -19,15 +21,21 @@ N_FEATURES = 6
 
 
 class CountingComm:
-    """COMM_WORLD, counting the non-blocking all-reduces started through it."""
+    """A communicator, counting the non-blocking all-reduces and all-gathers started
+    through it."""
 
     def __init__(self, inner):
         self.inner = inner
         self.iallreduce = 0
+        self.iallgather = 0
 
     def Iallreduce(self, *args, **kwargs):  # noqa: N802 (mpi4py's name)
         self.iallreduce += 1
         return self.inner.Iallreduce(*args, **kwargs)
+
+    def Iallgather(self, *args, **kwargs):  # noqa: N802 (mpi4py's name)
+        self.iallgather += 1
+        return self.inner.Iallgather(*args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -82,10 +90,12 @@ def train(args: argparse.Namespace) -> dict:
         net.load_state_dict(reference.state_dict())
     model = dist.DistributedDataParallel(net, bucket_bytes=args.bucket_bytes,
                                          gradient_as_bucket_view=args.view)
-    counting = None
+    counting = records = None
     if w > 1:
         counting = CountingComm(comm._get().comm)
         comm._get().comm = counting
+        records = CountingComm(comm._get().records)  # NOTE [ In step ]
+        comm._get().records = records
     weights = {n: p.numpy().copy() for n, p in model.module.named_parameters()}
     gathered = dist.all_gather_object(weights)
     same_start = all(
@@ -101,6 +111,7 @@ def train(args: argparse.Namespace) -> dict:
         opt.zero_grad(set_to_none=not args.zero_in_place)
         net.use_spare = args.alternate and step % 2 == 1  # used in odd steps only
         start = counting.iallreduce if counting else 0
+        records_start = records.iallgather if records else 0
         # the global batch of this step, cut into micro-batches, each cut between the ranks
         lo = step * global_batch
         for m in range(micro):
@@ -120,6 +131,7 @@ def train(args: argparse.Namespace) -> dict:
             })
         log.append({
             "iallreduce": (counting.iallreduce - start) if counting else 0,
+            "records": (records.iallgather - records_start) if records else 0,
             "buckets": model.stats.buckets,
             "during_backward": model.stats.during_backward,
             "reductions": sorted(set(model.stats.reductions.values())),
@@ -148,8 +160,10 @@ def collectives(args: argparse.Namespace) -> dict:
     dist.barrier()
     sampler = dist.DistributedSampler(11, seed=3)
     sampler.set_epoch(2)
+    obj = dist.broadcast_object({"from": r, "pad": "x" * (100 * r + 1)}, src=w - 1)
+    gathered = dist.all_gather_object("x" * (100 * r + 1))
     mine = {"sum": s.tolist(), "mean": m.tolist(), "int": i.tolist(), "bcast": b.tolist(),
-            "indices": sampler.indices().tolist()}
+            "indices": sampler.indices().tolist(), "object": obj, "gathered": gathered}
     return {"world": w, "ranks": dist.all_gather_object(mine)}
 
 
@@ -210,10 +224,93 @@ def fault(args: argparse.Namespace) -> dict:
     return {}
 
 
+def _small_ddp(bucket_bytes: int = 1, view: bool = False):
+    """A float64 Linear(3, 2) wrapped with a bucket per parameter, the same weights on every
+    rank, and SGD without momentum."""
+    mg.manual_seed(7)
+    net = nn.Linear(3, 2)
+    for p in net.parameters():
+        p.data = p.to(mg.float64)
+    model = dist.DistributedDataParallel(net, bucket_bytes=bucket_bytes,
+                                         gradient_as_bucket_view=view)
+    return model, mg.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _batch(r: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rank r's k-th batch: its own examples, and as many as its rank plus 2."""
+    rng = np.random.default_rng([r, k])
+    return rng.standard_normal((2 + r, 3)), rng.standard_normal((2 + r, 2))
+
+
+def _step(model, opt, r: int, k: int) -> mg.Tensor:
+    x, y = _batch(r, k)
+    opt.zero_grad()
+    loss = ((model(mg.tensor(x)) - mg.tensor(y)) ** 2).mean()
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def left_early(args: argparse.Namespace) -> dict:
+    """Rank 1 leaves the training loop after 2 steps, rank 0 runs 4; then rank 1 ends its
+    program (--then exit) or works on alone for longer than the timeout (--then sleep)."""
+    model, opt = _small_ddp()
+    r = dist.rank()
+    for k in range(4 if r == 0 else 2):
+        start, cpu = time.monotonic(), time.process_time()
+        try:
+            _step(model, opt, r, k)
+        except dist.DistributedError:
+            # how much of a core the waiting rank used while it waited
+            sys.stderr.write(f"waited {time.monotonic() - start:.2f} s, "
+                             f"cpu {time.process_time() - cpu:.2f} s\n")
+            raise
+    if args.then == "sleep":
+        time.sleep(60)
+    return {}
+
+
+def out_of_step(args: argparse.Namespace) -> dict:
+    """At step 2, rank 1's forward raises; rank 1 catches the error and carries on: into the
+    next step (--then step), or into an all_reduce of its loss (--then all_reduce)."""
+    model, opt = _small_ddp()
+    r = dist.rank()
+    for k in range(4):
+        if r == 1 and k == 1:
+            try:
+                model(mg.tensor(_batch(r, k)[0]))
+                raise ValueError("injected failure on rank 1")
+            except ValueError:
+                if args.then == "all_reduce":
+                    dist.all_reduce(mg.tensor([0.5], dtype=mg.float64))
+                continue
+        _step(model, opt, r, k)
+    return {}
+
+
+def join(args: argparse.Namespace) -> dict:
+    """Uneven inputs inside join(): rank r has --batches[r] batches. Every rank reports its
+    data, its .grad after each of its steps, and its final weights."""
+    model, opt = _small_ddp(bucket_bytes=args.bucket_bytes, view=args.view)
+    r = dist.rank()
+    start = {n: p.numpy().tolist() for n, p in model.module.named_parameters()}
+    batches = [int(b) for b in args.batches.split(",")][r]
+    steps = []
+    with model.join(divide_by_initial_world_size=args.divide == "initial"):
+        for k in range(batches):
+            x, y = _batch(r, k)
+            _step(model, opt, r, k)
+            steps.append({"x": x.tolist(), "y": y.tolist(),
+                          "grads": {n: p.grad.numpy().tolist()
+                                    for n, p in model.module.named_parameters()}})
+    final = {n: p.numpy().tolist() for n, p in model.module.named_parameters()}
+    return {"start": start, "ranks": dist.all_gather_object({"steps": steps, "final": final})}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     scenarios = ["train", "collectives", "accounting", "mismatch", "mismatch_order", "overuse",
-                 "interrupt", "fault"]
+                 "interrupt", "fault", "left_early", "out_of_step", "join"]
     parser.add_argument("scenario", choices=scenarios)
     parser.add_argument("--out", required=True)
     parser.add_argument("--ckpt", choices=["none", "reentrant", "nonreentrant"], default="none")
@@ -227,7 +324,14 @@ def main() -> None:
     parser.add_argument("--view", action="store_true", help="gradient_as_bucket_view")
     parser.add_argument("--zero-in-place", action="store_true",
                         help="zero_grad(set_to_none=False)")
+    parser.add_argument("--timeout", type=float, help="dist.init(timeout=...) in seconds")
+    parser.add_argument("--then", default="exit",
+                        help="left_early: exit or sleep; out_of_step: step or all_reduce")
+    parser.add_argument("--batches", default="3,5", help="join: batches of rank 0,1")
+    parser.add_argument("--divide", choices=["initial", "active"], default="initial")
     args = parser.parse_args()
+    if args.timeout is not None:
+        dist.init(timeout=args.timeout)
     result = globals()[args.scenario](args)
     if dist.rank() == 0:
         with open(args.out, "w") as f:

@@ -1,11 +1,13 @@
 """Data parallelism under ``mpiexec -n 2`` (loopback only): collectives, the sampler,
 DistributedDataParallel's gradients against one process on the doubled batch, with and
 without checkpointing, several uses, unused parameters and ``no_sync``; exactly one
-reduction per parameter per step; faults. Skipped without the ``dist`` extra."""
+reduction per parameter per step; faults: ranks that leave early, time out or fall out of
+step; ``join()`` with uneven inputs against NumPy. Skipped without the ``dist`` extra."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -51,6 +53,8 @@ def test_collectives_and_sampler(tmp_path):
         assert r["mean"] == [1.5, 5.0]
         assert r["int"] == [3, 4]
         assert r["bcast"] == [1.0, -1.0]  # rank 1's values
+        assert r["object"] == {"from": 1, "pad": "x" * 101}  # rank 1's object
+    assert r0["gathered"] == r1["gathered"] == ["x", "x" * 101]  # of different sizes
     # the sampler's shards: disjoint, equal, and together the first 10 of the epoch's order
     order = np.random.default_rng([3, 2]).permutation(11)
     assert not set(r0["indices"]) & set(r1["indices"])
@@ -134,6 +138,9 @@ def test_two_ranks_equal_one_rank_on_the_doubled_batch(tmp_path, ckpt, extra):
         # parameter in one bucket
         assert step["reductions"] == [1], step
         assert step["iallreduce"] == step["buckets"], step
+        # NOTE [ In step ]: and one record per bucket, the checks' only cost in a step (the
+        # first step's rebuild also broadcasts rank 0's order of the buckets)
+        assert step["records"] == step["buckets"] + (i == 0), step
         # buckets start while backward runs: from the first step for a graph of built-in
         # ops, after the first for reentrant checkpoints, whose counts are learned then
         if i > 0 or ckpt != "reentrant":
@@ -200,3 +207,89 @@ def test_a_rank_that_raises_ends_every_rank(tmp_path):
     assert proc.returncode != 0
     assert proc.stderr.count("RuntimeError: injected failure on rank 1") == 1, proc.stderr
     assert proc.stderr.count("rank 1 of 2 failed") == 1
+
+
+# ----------------------------------------------------------------------------- no silent hang
+OUT_OF_STEP = "memgrad.distributed: the ranks fell out of step: "
+
+
+def test_a_rank_whose_program_ends_early_is_reported_at_once(tmp_path):
+    # rank 1 runs 2 steps and ends; rank 0 goes into step 3. The timeout is 10 minutes: the
+    # others learn it from rank 1's last record, not from the timeout
+    start = time.monotonic()
+    proc, _ = run(tmp_path, 2, "left_early", "--then", "exit", "--timeout", "600")
+    assert time.monotonic() - start < 60
+    assert proc.returncode != 0
+    message = (OUT_OF_STEP + "rank 0 is in DistributedDataParallel step 3, reducing bucket 1 "
+               "of 2 (7 float64); rank 1 is at the end of its program after "
+               "DistributedDataParallel step 2")
+    assert proc.stderr.count(message) == 1, proc.stderr
+    assert "with model.join()" in proc.stderr
+
+
+def test_a_rank_that_works_on_alone_times_out_the_others(tmp_path):
+    # rank 1 leaves the loop after 2 steps and sleeps for a minute; rank 0 waits in step 3
+    # for 2 s, then every rank ends (rank 1 long before its sleep is over)
+    start = time.monotonic()
+    proc, _ = run(tmp_path, 2, "left_early", "--then", "sleep", "--timeout", "2")
+    assert time.monotonic() - start < 40
+    assert proc.returncode != 0
+    message = ("memgrad.distributed: rank 0 of 2 timed out after 2.0 s in DistributedDataParallel "
+               "step 3, reducing bucket 1 of 2 (7 float64): the other ranks did not all start it")
+    assert proc.stderr.count(message) == 1, proc.stderr
+    assert "memgrad.distributed.init(timeout=...)" in proc.stderr
+    # NOTE [ Waiting ]: the waiting rank sleeps between its tests instead of spinning
+    waited, cpu = map(float, re.search(r"waited ([\d.]+) s, cpu ([\d.]+) s", proc.stderr).groups())
+    assert waited >= 2.0 and cpu < waited / 4, proc.stderr
+
+
+@pytest.mark.parametrize("then,rank_1", [
+    ("step", "rank 1 is in DistributedDataParallel step 3, reducing bucket 1 of 2 (7 float64)"),
+    ("all_reduce", "rank 1 is in all_reduce(op='sum') of 1 float64 after "
+                   "DistributedDataParallel step 2"),
+])
+def test_a_rank_that_catches_an_error_and_carries_on_is_out_of_step(tmp_path, then, rank_1):
+    # rank 1's step 2 fails between forward and backward; it carries on into step 3, or into
+    # an all_reduce, while rank 0 reduces step 2's gradients
+    proc, _ = run(tmp_path, 2, "out_of_step", "--then", then, "--timeout", "600")
+    assert proc.returncode != 0
+    message = (OUT_OF_STEP + "rank 0 is in DistributedDataParallel step 2, reducing bucket 1 "
+               f"of 2 (7 float64); {rank_1}")
+    assert proc.stderr.count(message) == 1, proc.stderr
+
+
+def _linear_grads(w: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray):
+    """The gradients of mean((x @ w.T + b - y) ** 2), by hand."""
+    d = 2 * (x @ w.T + b - y) / y.size
+    return d.T @ x, d.sum(axis=0)
+
+
+@pytest.mark.parametrize("batches,divide,extra", [
+    ("3,5", "initial", ()),
+    ("5,3", "active", ()),
+    ("3,5", "active", ("--view",)),
+    ("0,2", "initial", ("--view",)),  # rank 0 joins before the first step's rebuild
+])
+def test_join_with_uneven_inputs(tmp_path, batches, divide, extra):
+    proc, result = run(tmp_path, 2, "join", "--batches", batches, "--divide", divide,
+                       "--bucket-bytes", "1", "--timeout", "60", *extra)
+    ok(proc)
+    counts = [int(n) for n in batches.split(",")]
+    ranks = result["ranks"]
+    assert [len(r["steps"]) for r in ranks] == counts
+    w, b = (np.array(result["start"][n]) for n in ("weight", "bias"))
+    for k in range(max(counts)):
+        having = [r for r in range(2) if k < counts[r]]
+        grads = [_linear_grads(w, b, np.array(ranks[r]["steps"][k]["x"]),
+                               np.array(ranks[r]["steps"][k]["y"])) for r in having]
+        # a rank without data adds zeros; the sum divides by 2, or by the ranks with data
+        divisor = 2 if divide == "initial" else len(having)
+        gw, gb = (sum(g[i] for g in grads) / divisor for i in (0, 1))
+        for r in having:
+            got = ranks[r]["steps"][k]["grads"]
+            np.testing.assert_allclose(got["weight"], gw, rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(got["bias"], gb, rtol=1e-12, atol=1e-14)
+        w, b = w - 0.1 * gw, b - 0.1 * gb  # SGD, lr 0.1
+    for r in ranks:  # every rank ends with the weights of the rank that had data last
+        np.testing.assert_allclose(r["final"]["weight"], w, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(r["final"]["bias"], b, rtol=1e-12, atol=1e-14)

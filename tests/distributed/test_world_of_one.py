@@ -2,6 +2,7 @@
 identity, DistributedDataParallel as the plain module, the launcher's command line, and the
 errors."""
 
+import datetime
 import sys
 
 import numpy as np
@@ -111,3 +112,40 @@ def test_launched_without_mpi4py(monkeypatch):
     with pytest.raises(dist.DistributedError, match=r"mpi4py is not installed.*memgrad\[dist\]"):
         dist.init()
     assert not dist.is_initialized()
+
+
+def test_timeout(monkeypatch):
+    monkeypatch.setattr(comm._get(), "timeout", comm._get().timeout)  # restored afterwards
+    assert comm._DEFAULT_TIMEOUT == datetime.timedelta(minutes=30)
+    for given, seconds in [(datetime.timedelta(minutes=2), 120.0), (3, 3.0), (0.5, 0.5),
+                           (np.float32(4), 4.0)]:
+        dist.init(timeout=given)
+        assert comm._get().timeout == seconds
+    dist.init()  # without a timeout: the one in force stays
+    assert comm._get().timeout == 4.0
+    for bad in (-1, 0, float("nan"), float("inf"), datetime.timedelta(seconds=-5)):
+        with pytest.raises(ValueError, match="init: timeout must be positive and finite, got"):
+            dist.init(timeout=bad)
+    for bad in ("30", True, [1]):
+        with pytest.raises(TypeError, match="init: timeout must be a datetime.timedelta or a "
+                                            "number of seconds, got"):
+            dist.init(timeout=bad)
+    assert comm._get().timeout == 4.0  # a bad timeout changes nothing
+
+
+def test_join_in_one_process():
+    mg.manual_seed(0)
+    net = nn.Linear(3, 2)
+    model = dist.DistributedDataParallel(net)
+    x = mg.randn(4, 3)
+    with model.join():
+        model(x).sum().backward()
+    assert net.bias.grad.tolist() == [4.0, 4.0]  # the plain gradient
+    with pytest.raises(TypeError, match="divide_by_initial_world_size must be True or False"):
+        with model.join(divide_by_initial_world_size=1):
+            pass
+    with pytest.raises(RuntimeError, match="already inside join"):
+        with model.join(), model.join():
+            pass
+    with model.join():  # usable again after the error
+        pass
