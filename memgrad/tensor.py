@@ -7,13 +7,25 @@ indexing, in-place ops...) comes from the op table: ``memgrad.ops`` binds each f
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Tensor", "VersionCounter", "float32", "float64", "int64", "bool_", "default_dtype"]
+from memgrad import interpreters
+
+__all__ = [
+    "Tensor",
+    "VersionCounter",
+    "RemovableHandle",
+    "RetainGrad",
+    "wrap",
+    "float32",
+    "float64",
+    "int64",
+    "bool_",
+    "default_dtype",
+]
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
@@ -22,16 +34,37 @@ bool_ = np.dtype(np.bool_)
 default_dtype = float32
 
 
-def _warn_if_tracing(what: str) -> None:
-    from memgrad.autograd.grad_mode import state
+class RemovableHandle:
+    """Returned by ``register_hook`` and friends; ``remove()`` unregisters the hook."""
 
-    if state.tracer is not None:
-        warnings.warn(
-            f"memgrad.jit.trace: {what} on a tensor reads its value while tracing; if Python "
-            "control flow depends on it, the trace is specialised to the branch taken now "
-            "and will not follow other inputs",
-            stacklevel=3,
-        )
+    __slots__ = ("_hooks", "_fn")
+
+    def __init__(self, hooks: list, fn: Any) -> None:
+        self._hooks = hooks
+        self._fn = fn
+
+    def remove(self) -> None:
+        try:
+            self._hooks.remove(self._fn)
+        except ValueError:
+            pass
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+class RetainGrad:
+    """What ``retain_grad()`` asks of the engine: keep the final gradient of ``tensor`` (a
+    weak reference) in its ``.grad`` while its ``grad_fn`` is still ``node``."""
+
+    __slots__ = ("tensor", "node")
+
+    def __init__(self, tensor: weakref.ref, node: Any) -> None:
+        self.tensor = tensor
+        self.node = node
 
 
 class VersionCounter:
@@ -97,6 +130,8 @@ class Tensor:
         # (read with getattr)
         if requires_grad:
             self.requires_grad = True
+        if interpreters.active:
+            interpreters.tensor_made(self)
 
     # ----------------------------------------------------------------- data attributes
     @property
@@ -128,7 +163,8 @@ class Tensor:
         return self._data.tolist()
 
     def item(self) -> Any:
-        _warn_if_tracing("item()")
+        if interpreters.active:
+            interpreters.value_read(self, "item()")
         if self._data.size != 1:
             raise RuntimeError(
                 f"Tensor.item(): a Tensor with {self._data.size} elements cannot be converted "
@@ -151,7 +187,8 @@ class Tensor:
                 f"Boolean value of Tensor with {self._data.size} elements is ambiguous; "
                 "use .any() or .all()"
             )
-        _warn_if_tracing("bool()")
+        if interpreters.active:
+            interpreters.value_read(self, "bool()")
         return bool(self._data)
 
     def __float__(self) -> float:
@@ -226,7 +263,7 @@ class Tensor:
     @property
     def data(self) -> Tensor:
         """A detached alias of the same storage (changes to it are not tracked)."""
-        return Tensor(self._data)
+        return wrap(self._data)
 
     @data.setter
     def data(self, value: Tensor) -> None:
@@ -234,7 +271,7 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """A new leaf that shares storage and version counter with this tensor."""
-        out = Tensor(self._data)
+        out = wrap(self._data)
         out._vc = self._version_counter()
         return out
 
@@ -257,19 +294,9 @@ class Tensor:
         if getattr(self, "_retains_grad", False):
             return
         self._retains_grad = True
-        ref = weakref.ref(self)
-        node = self.grad_fn
-
-        def retain(grad: Tensor) -> None:
-            t = ref()
-            if t is None or t.grad_fn is not node:
-                return
-            if t.grad is None:
-                t.grad = grad if grad.requires_grad else Tensor(grad._data.copy())
-            else:
-                t.grad = t.grad + grad
-
-        node._add_tensor_hook(self.output_nr, retain, last=True)
+        self.grad_fn._add_tensor_hook(
+            self.output_nr, RetainGrad(weakref.ref(self), self.grad_fn), last=True
+        )
 
     def register_hook(self, fn: Any) -> Any:
         """Call ``fn(grad)`` when the gradient of this tensor is computed; a non-None
@@ -283,8 +310,6 @@ class Tensor:
             >>> x.grad
             tensor([10., 10.])
         """
-        from memgrad.autograd.graph import RemovableHandle
-
         if not self._requires_grad:
             raise RuntimeError(
                 "register_hook(): cannot register a hook on a tensor that does not require "
@@ -312,8 +337,6 @@ class Tensor:
             >>> seen
             [6.0]
         """
-        from memgrad.autograd.graph import RemovableHandle
-
         if self.grad_fn is not None or not self._requires_grad:
             raise RuntimeError(
                 "register_post_accumulate_grad_hook(): only a leaf that requires grad "
@@ -326,22 +349,19 @@ class Tensor:
         hooks.append(fn)
         return RemovableHandle(hooks, fn)
 
-    def backward(
-        self,
-        gradient: Tensor | None = None,
-        retain_graph: bool | None = None,
-        create_graph: bool = False,
-        inputs: Any = None,
-    ) -> None:
-        """Accumulate the gradient of this tensor into the leaves' ``.grad``.
 
-        Example:
-            >>> import memgrad as mg
-            >>> x = mg.tensor(3.0, requires_grad=True)
-            >>> (x ** 2).backward()
-            >>> x.grad.item()
-            6.0
-        """
-        from memgrad.autograd.engine import backward
-
-        backward(self, gradient, retain_graph, create_graph, inputs)
+def wrap(data: np.ndarray) -> Tensor:
+    """A Tensor on ``data`` that is not reported to interpreters as made (NOTE
+    [ Interpreters ]): an op's result, which interpreters see through ``process``, or an
+    alias of storage that already has a tensor."""
+    t = Tensor.__new__(Tensor)
+    t._data = data
+    t._requires_grad = False
+    t.grad = None
+    t.grad_fn = None
+    t.output_nr = 0
+    t._vc = None
+    t._acc = None
+    t._hooks = None
+    t._base = None
+    return t

@@ -36,7 +36,7 @@ from memgrad.autograd.graph import (
     refresh_view,
 )
 from memgrad.autograd.saved import save
-from memgrad.tensor import Tensor
+from memgrad.tensor import Tensor, wrap
 
 __all__ = ["Function", "FunctionCtx"]
 
@@ -301,7 +301,7 @@ def _connect_outputs(ctx: FunctionCtx, args: tuple, results: list) -> None:
 
 def _alias(t: Tensor) -> Tensor:
     """A new Tensor viewing ``t``'s data, sharing its version counter."""
-    out = Tensor(t._data)
+    out = wrap(t._data)
     vc = t._version_counter()
     out._vc = vc
     if t._base is not None:

@@ -21,25 +21,8 @@ class _State(threading.local):
 
     grad_enabled = True
     anomaly = False
-    # stack of (pack, unpack) pairs from graph.saved_tensors_hooks; innermost last
+    # stack of (pack, unpack, with_op) from graph.saved_tensors_hooks; innermost last
     saved_hooks: tuple = ()
-    # the op whose tensor is being packed (set only while saved-tensor hooks are active)
-    saving_op = None
-    saving_index = -1
-    # called instead of running a primitive (checkpoint recompute and policies)
-    op_hook = None
-    # depth of checkpoint recomputations running in this thread
-    recomputing = 0
-    # inside the op observer's call of a primitive (see ops.registry.op_hooks)
-    observed = False
-    # the recorder of memory.saved_report while it runs
-    save_report = None
-    # the jit tracer recording this thread's ops
-    tracer = None
-    # what the running engine call is: "backward", "backward_inputs" or "grad"
-    engine_call = None
-    # callbacks to run when the outermost backward finishes (engine.queue_callback)
-    final_callbacks: list | None = None
 
 
 state = _State()

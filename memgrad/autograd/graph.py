@@ -16,10 +16,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from memgrad.autograd.grad_mode import state
-from memgrad.tensor import Tensor
+from memgrad.tensor import RemovableHandle, RetainGrad
 
 __all__ = [
     "Node",
@@ -27,8 +25,9 @@ __all__ = [
     "AccumulateGrad",
     "RemovableHandle",
     "saved_tensors_hooks",
+    "saved_tensors_hooks_with_op",
     "accumulator",
-    "accumulate_into",
+    "RetainGrad",
     "refresh_view",
     "sequence_mark",
 ]
@@ -39,28 +38,6 @@ _RELEASED_MSG = (
     "autograd.grad(); pass retain_graph=True to the first call if you need to backward "
     "through the graph again."
 )
-
-
-class RemovableHandle:
-    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
-
-    __slots__ = ("_hooks", "_fn")
-
-    def __init__(self, hooks: list, fn: Any) -> None:
-        self._hooks = hooks
-        self._fn = fn
-
-    def remove(self) -> None:
-        try:
-            self._hooks.remove(self._fn)
-        except ValueError:
-            pass
-
-    def __enter__(self) -> RemovableHandle:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
 
 
 class Meta(tuple):
@@ -168,7 +145,8 @@ def sequence_mark() -> int:
 
 
 class AccumulateGrad(Node):
-    """The sink of a leaf that requires grad: adds incoming gradients into ``.grad``.
+    """The sink of a leaf that requires grad: the engine adds the gradients that reach it
+    into the leaf's ``.grad``.
 
     ``lock`` makes each update of the leaf's ``.grad`` atomic: backward passes running in
     several threads may reach the same leaf (NOTE [ Engine ] point 8).
@@ -182,57 +160,6 @@ class AccumulateGrad(Node):
         self._sequence_nr = sys.maxsize
         self.variable = variable
         self.lock = threading.Lock()
-
-    def apply(self, grads: list) -> tuple:
-        g = grads[0]
-        if g is None:
-            return ()
-        grads[0] = None
-        t = self.variable
-        with self.lock:
-            if t.grad is None and not state.grad_enabled and _owned(g):
-                t.grad = g
-            else:
-                accumulate_into(t, g)
-        return ()
-
-
-# NOTE [ Gradient ownership ]
-# The first gradient a leaf receives becomes its .grad without a copy when nothing else can
-# see it: the engine has handed it over (AccumulateGrad.apply took it out of the engine's
-# buffer, and the engine keeps no other reference between nodes), no other Tensor object
-# refers to it (a gradient passed to two edges, kept by a hook, or given by the caller), and
-# its array owns its memory with no views of it. Two references remain then: the local name
-# in apply and getrefcount's argument; the array's are the Tensor's slot and the argument.
-# Otherwise the gradient is copied, so that later in-place accumulation into .grad can never
-# change a tensor someone else holds. tests/autograd/test_engine.py checks both sides.
-def _owned(g: Any) -> bool:
-    data = g._data
-    return (
-        sys.getrefcount(g) == 3
-        and sys.getrefcount(data) == 3
-        and data.base is None
-        and data.flags.writeable
-        and g.__class__ is Tensor
-    )
-
-
-def accumulate_into(t: Any, g: Any) -> None:
-    """Add ``g`` into ``t.grad``: in place when no graph is being built, else out of place
-    (so that the sum is differentiable)."""
-    if g is None:
-        return
-    current = t.grad
-    if current is None:
-        if state.grad_enabled:
-            t.grad = g
-        else:
-            t.grad = Tensor(g._data.copy())
-    elif state.grad_enabled or current._requires_grad:
-        t.grad = current + g
-    else:
-        np.add(current._data, g._data, out=current._data)
-        current._bump_version()
 
 
 _ACCUMULATOR_LOCK = threading.Lock()
@@ -289,13 +216,27 @@ class saved_tensors_hooks:
         [(3,)]
     """
 
-    def __init__(self, pack_hook: Callable[[Any], Any], unpack_hook: Callable[[Any], Any]) -> None:
+    # whether pack_hook also takes the saving op and which of its inputs it saves
+    # (pack(t, op, index), index -1 for the op's output): for memgrad's own hooks
+    with_op = False
+
+    def __init__(self, pack_hook: Callable[..., Any], unpack_hook: Callable[[Any], Any]) -> None:
         self.pack_hook = pack_hook
         self.unpack_hook = unpack_hook
 
     def __enter__(self) -> saved_tensors_hooks:
-        state.saved_hooks = state.saved_hooks + ((self.pack_hook, self.unpack_hook),)
+        state.saved_hooks = state.saved_hooks + (
+            (self.pack_hook, self.unpack_hook, self.with_op),
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
         state.saved_hooks = state.saved_hooks[:-1]
+
+
+class saved_tensors_hooks_with_op(saved_tensors_hooks):
+    """``saved_tensors_hooks`` whose pack hook is called as ``pack(t, op, index)``: the
+    primitive (or None for a custom Function) that saves ``t``, and which of its inputs ``t``
+    is (-1 for its output). Checkpointing uses it."""
+
+    with_op = True

@@ -16,9 +16,10 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from memgrad import interpreters
 from memgrad.autograd.grad_mode import state
 from memgrad.autograd.graph import accumulator
-from memgrad.tensor import Tensor
+from memgrad.tensor import Tensor, wrap
 
 __all__ = ["SavedTensor", "HookedSaved", "save", "raise_modified"]
 
@@ -48,7 +49,7 @@ class SavedTensor:
             if vc.v != self._version:
                 raise_modified(op, self._data.shape, self._data.dtype, vc.v, self._version,
                                f"output of {op}")
-            t = Tensor(self._data)
+            t = wrap(self._data)
             t._vc = vc
             t.grad_fn = node
             t.output_nr = self._output_nr
@@ -69,11 +70,11 @@ class HookedSaved(SavedTensor):
 
     __slots__ = ("_packed", "_unpack", "_edge")
 
-    def __init__(self, t: Tensor, is_output: bool, hooks: tuple) -> None:
-        pack, self._unpack = hooks
+    def __init__(self, t: Tensor, is_output: bool, hooks: tuple, op: Any, index: int) -> None:
+        pack, self._unpack, with_op = hooks
         self._is_output = is_output
         self._output_nr = t.output_nr
-        self._packed = pack(t)
+        self._packed = pack(t, op, index) if with_op else pack(t)
         # the restored data is reconnected to the original graph position (double
         # backward); only a leaf is kept, and a leaf that requires grad is kept alive by its
         # AccumulateGrad anyway
@@ -89,7 +90,7 @@ class HookedSaved(SavedTensor):
                 f"saved_tensors_hooks: the unpack hook must return a Tensor; got {type(t).__name__}"
             )
         if self._is_output:
-            out = Tensor(t._data)
+            out = wrap(t._data)
             out.grad_fn = node
             out.output_nr = self._output_nr
             out._requires_grad = True
@@ -99,7 +100,7 @@ class HookedSaved(SavedTensor):
         grad_fn, output_nr, leaf = self._edge
         if t is leaf or (t.grad_fn is grad_fn and grad_fn is not None and t.output_nr == output_nr):
             return t
-        out = Tensor(t._data)
+        out = wrap(t._data)
         out._requires_grad = True
         if leaf is None:
             out.grad_fn = grad_fn
@@ -110,15 +111,14 @@ class HookedSaved(SavedTensor):
 
 
 def save(t: Tensor, is_output: bool = False, op: Any = None, index: int = -1) -> SavedTensor:
-    """Save ``t`` for backward, through the innermost saved-tensor hooks if any. The pack
-    hook can read which op saves it as ``state.saving_op`` (the primitive or None) and which
-    of its inputs it is as ``state.saving_index`` (-1 for the op's output)."""
+    """Save ``t`` for backward, through the innermost saved-tensor hooks if any; ``op`` is
+    the primitive that saves it (None for a custom Function) and ``index`` which of its
+    inputs ``t`` is (-1 for its output). Interpreters hear of it (NOTE [ Interpreters ])."""
     hooks = state.saved_hooks
-    if hooks:
-        state.saving_op = op
-        state.saving_index = index
-        return HookedSaved(t, is_output, hooks[-1])
-    return SavedTensor(t, is_output)
+    saved = HookedSaved(t, is_output, hooks[-1], op, index) if hooks else SavedTensor(t, is_output)
+    if interpreters.active:
+        interpreters.saved(t, op, getattr(saved, "_packed", None))
+    return saved
 
 
 def raise_modified(op: str, shape: tuple, dtype: Any, now: int, saved: int, source: str) -> None:

@@ -44,13 +44,19 @@ from typing import Any
 
 import numpy as np
 
-from memgrad.autograd.engine import backward_recomputed
+from memgrad import interpreters
+from memgrad.autograd.engine import backward_recomputed, current_backward
 from memgrad.autograd.function import Function
 from memgrad.autograd.grad_mode import enable_grad, state
-from memgrad.autograd.graph import refresh_view, saved_tensors_hooks, sequence_mark
+from memgrad.autograd.graph import (
+    refresh_view,
+    saved_tensors_hooks,
+    saved_tensors_hooks_with_op,
+    sequence_mark,
+)
 from memgrad.autograd.saved import raise_modified
 from memgrad.errors import CheckpointError
-from memgrad.ops.registry import apply, op_hooks
+from memgrad.interpreters import Interpreter
 from memgrad.random import get_rng_state, set_rng_state
 from memgrad.tensor import Tensor
 
@@ -66,7 +72,7 @@ def is_recomputing() -> bool:
         >>> is_recomputing()
         False
     """
-    return state.recomputing > 0
+    return interpreters.phase() == "recompute"
 
 
 def checkpoint(
@@ -151,6 +157,7 @@ class _Placeholder:
     ``vc`` and ``version`` are those of the forward tensor it stands for."""
 
     __slots__ = ("frame", "index", "vc", "version")
+    recomputed = True  # what the saved-tensor report reads (NOTE [ Interpreters ])
 
     def __init__(self, frame: _Frame, index: int, t: Tensor) -> None:
         self.frame = frame
@@ -192,18 +199,6 @@ def _tensors(tree: Any) -> Iterator[Tensor]:
     elif isinstance(tree, dict):
         for x in tree.values():
             yield from _tensors(x)
-
-
-@contextlib.contextmanager
-def _op_hook(hook: Callable) -> Iterator[None]:
-    prev = state.op_hook
-    state.op_hook = hook
-    op_hooks.installed += 1
-    try:
-        yield
-    finally:
-        op_hooks.installed -= 1
-        state.op_hook = prev
 
 
 class _OpLog:
@@ -317,7 +312,6 @@ class _Frame:
         self.kept: dict[int, tuple[Tensor, int]] = {}  # op -> (output kept by the policy, version)
         self.kept_ids: set[int] = set()
         self.current_op: int | None = None
-        self.outer_hook: Callable | None = None
         self.rebuilt: dict[int, tuple[Tensor, int]] = {}  # save -> (tensor, version when rebuilt)
         self.recomputations = 0
         self.recomputed_ops = 0  # ops run by the last recomputation
@@ -328,23 +322,17 @@ class _Frame:
 
     # -- forward
     def forward(self) -> Any:
-        with contextlib.ExitStack() as stack:
-            for listener in (state.save_report, state.tracer):  # they show regions as blocks
-                if listener is not None:
-                    stack.enter_context(listener.region(self.function))
-            stack.enter_context(saved_tensors_hooks(self._pack, _unpack))
-            self.outer_hook = state.op_hook
-            stack.enter_context(_op_hook(self._forward_op))
+        with interpreters.region(self.function), saved_tensors_hooks_with_op(
+            self._pack, _unpack
+        ), interpreters.push(_FrameForward(self)):
             return self.function(*self.args, **self.kwargs)
 
-    def _forward_op(self, prim: Any, args: tuple, params: dict) -> Tensor:
+    def forward_op(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Tensor:
         k = self.log.forward_op(prim, args, params)
         self.current_op = k
-        state.op_hook = self.outer_hook  # an enclosing hook (a tracer) sees the op too
         try:
-            out = apply(prim, args, params)
+            out = call_next(prim, args, params)  # enclosing interpreters see the op too
         finally:
-            state.op_hook = self._forward_op
             self.current_op = None
         self.log.forward_out(out)
         if self.policy is not None and self.policy(prim):
@@ -352,22 +340,18 @@ class _Frame:
             self.kept_ids.add(id(out))
         return out
 
-    def _pack(self, t: Tensor) -> Any:
+    def _pack(self, t: Tensor, op: Any, index: int) -> Any:
         j = len(self.metas)
-        op = state.saving_op
         name = getattr(op, "name", type(op).__name__)
         self.metas.append((t.shape, t.dtype, name))
         if self.current_op is not None:
-            self.saves_of.setdefault(self.current_op, []).append((j, state.saving_index))
+            self.saves_of.setdefault(self.current_op, []).append((j, index))
         keep = (
             id(t) in self.input_ids
             or id(t) in self.kept_ids
             or (t.grad_fn is None and t.requires_grad)
-            or (state.saving_index < 0 and self.policy is not None and op is not None
-                and self.policy(op))
+            or (index < 0 and self.policy is not None and op is not None and self.policy(op))
         )
-        if state.save_report is not None:
-            state.save_report.record(t, kept=keep)
         if keep:
             return _Kept(t, name)  # alive anyway (an argument or a parameter) or kept by policy
         self.placeholders.add(j)
@@ -394,24 +378,20 @@ class _Frame:
     def _recompute(self) -> None:
         run = _Recomputation(self)
         self.recomputations += 1
-        state.recomputing += 1
-        try:
-            with contextlib.ExitStack() as stack:
-                if self.rng is not None:
-                    saved_rng = get_rng_state()
-                    stack.callback(set_rng_state, saved_rng)
-                    set_rng_state(self.rng)
-                stack.enter_context(enable_grad())
-                stack.enter_context(saved_tensors_hooks(run.pack, _no_unpack))
-                stack.enter_context(_op_hook(run.op))
-                try:
-                    self.function(*self.args, **self.kwargs)
-                except _StopRecompute:
-                    pass
-                else:
-                    run.finished()
-        finally:
-            state.recomputing -= 1
+        with contextlib.ExitStack() as stack:
+            if self.rng is not None:
+                saved_rng = get_rng_state()
+                stack.callback(set_rng_state, saved_rng)
+                set_rng_state(self.rng)
+            stack.enter_context(enable_grad())
+            stack.enter_context(saved_tensors_hooks(run.pack, _no_unpack))
+            stack.enter_context(interpreters.push(run))
+            try:
+                self.function(*self.args, **self.kwargs)
+            except _StopRecompute:
+                pass
+            else:
+                run.finished()
         self.recomputed_ops = run.n_ops
         self.rebuilt = run.rebuilt
 
@@ -420,8 +400,20 @@ def _no_unpack(packed: Any) -> Tensor:
     raise RuntimeError("memgrad.checkpoint: the recomputed graph is not differentiated")
 
 
-class _Recomputation:
+class _FrameForward(Interpreter):
+    """A frame's forward: numbers the ops and logs what they read (NOTE [ Recompute rules ])."""
+
+    def __init__(self, frame: _Frame) -> None:
+        self.frame = frame
+
+    def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
+        return self.frame.forward_op(prim, args, params, call_next)
+
+
+class _Recomputation(Interpreter):
     """The state of one recomputation of a frame."""
+
+    phase = "recompute"
 
     def __init__(self, frame: _Frame) -> None:
         self.frame = frame
@@ -430,7 +422,7 @@ class _Recomputation:
         self.ops: list[str] = []
         self.rebuilt: dict[int, tuple[Tensor, int]] = {}
 
-    def op(self, prim: Any, args: tuple, params: dict) -> Tensor:
+    def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
         frame = self.frame
         k = self.n_ops
         self.n_ops += 1
@@ -451,11 +443,7 @@ class _Recomputation:
                 self.n_saves += 1
             self._maybe_stop()
             return kept
-        state.op_hook = None
-        try:
-            return apply(prim, args, params)
-        finally:
-            state.op_hook = self.op
+        return call_next(prim, args, params)
 
     def pack(self, t: Tensor) -> None:
         frame = self.frame
@@ -498,22 +486,18 @@ class _Recomputation:
 # ---------------------------------------------------------------------------- reentrant
 
 
-class _ReentrantRun:
-    """The op hook of a reentrant region: logs the forward, checks the recomputation."""
+class _ReentrantRun(Interpreter):
+    """A reentrant region's interpreter: logs the forward, checks the recomputation."""
 
     def __init__(self, log: _OpLog, recompute: bool) -> None:
         self.log = log
         self.recompute = recompute
+        self.phase = "recompute" if recompute else None
         self.ops: list[str] = []
-        self.outer = state.op_hook
 
-    def op(self, prim: Any, args: tuple, params: dict) -> Tensor:
+    def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
         if prim.inplace:  # recorded only in grad mode: the forward, under no-grad, had none
-            state.op_hook = self.outer
-            try:
-                return apply(prim, args, params)
-            finally:
-                state.op_hook = self.op
+            return call_next(prim, args, params)
         log = self.log
         k = len(self.ops)
         if self.recompute:
@@ -530,11 +514,7 @@ class _ReentrantRun:
                 log.check_params(k, params)
         else:
             log.forward_op(prim, args, params)
-        state.op_hook = self.outer
-        try:
-            out = apply(prim, args, params)
-        finally:
-            state.op_hook = self.op
+        out = call_next(prim, args, params)
         if not self.recompute:
             log.forward_out(out)
         elif log.check_types:
@@ -582,8 +562,7 @@ class _Reentrant(Function):
         ctx.save_for_backward(*tensors)
         ctx.arg_versions = [(t._version_counter(), t._version) for t in tensors]
         ctx.set_materialize_grads(False)  # outputs the loss does not reach are not differentiated
-        run = _ReentrantRun(log, recompute=False)
-        with _op_hook(run.op):
+        with interpreters.push(_ReentrantRun(log, recompute=False)):
             out = function(*args)
         ctx.out_versions = [
             (t._version_counter(), t._version) if isinstance(t, Tensor) else None
@@ -593,7 +572,8 @@ class _Reentrant(Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        if state.engine_call != "backward":
+        running = current_backward()
+        if running is None or not running.into_leaves:
             raise CheckpointError(
                 "memgrad.checkpoint(use_reentrant=True) works with .backward() only: its "
                 "backward runs an inner backward that accumulates into .grad, which "
@@ -618,17 +598,13 @@ class _Reentrant(Function):
                 inputs.append(constant)
         run = _ReentrantRun(ctx.log, recompute=True)
         first_node = sequence_mark()
-        state.recomputing += 1
-        try:
-            with contextlib.ExitStack() as stack:
-                if ctx.rng is not None:
-                    stack.callback(set_rng_state, get_rng_state())
-                    set_rng_state(ctx.rng)
-                stack.enter_context(enable_grad())
-                stack.enter_context(_op_hook(run.op))
-                outputs = ctx.function(*inputs)
-        finally:
-            state.recomputing -= 1
+        with contextlib.ExitStack() as stack:
+            if ctx.rng is not None:
+                stack.callback(set_rng_state, get_rng_state())
+                set_rng_state(ctx.rng)
+            stack.enter_context(enable_grad())
+            stack.enter_context(interpreters.push(run))
+            outputs = ctx.function(*inputs)
         run.finished()
         if isinstance(outputs, Tensor):
             outputs = (outputs,)

@@ -15,7 +15,7 @@ from typing import Any
 from memgrad.errors import TraceError
 from memgrad.jit.ir import Binding, Const, Graph, Value
 from memgrad.ops.registry import REGISTRY, apply
-from memgrad.tensor import Tensor
+from memgrad.tensor import Tensor, wrap
 
 __all__ = ["run"]
 
@@ -124,7 +124,7 @@ def run(graph: Graph, inputs: tuple) -> Any:
 
 def _call(b: Binding, env: dict[str, Tensor]) -> Tensor:
     args = tuple(
-        env[a.name] if isinstance(a, Value) else Tensor(a.data) if isinstance(a, Const) else a
+        env[a.name] if isinstance(a, Value) else wrap(a.data) if isinstance(a, Const) else a
         for a in b.args
     )
     return apply(REGISTRY[b.op], args, b.params)

@@ -5,19 +5,20 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from memgrad.autograd.grad_mode import state
+from memgrad import interpreters
 from memgrad.errors import TraceError
+from memgrad.interpreters import Interpreter
 from memgrad.jit.ir import Binding, Const, Graph, Value
-from memgrad.ops.registry import apply, op_hooks
 from memgrad.tensor import Tensor
 
 __all__ = ["trace"]
 
 
-class _Tracer:
+class _Tracer(Interpreter):
     def __init__(self, names: dict[int, str]) -> None:
         # id(tensor) -> (tensor, its Value or Const)
         self.values: dict[int, tuple[Tensor, Value | Const]] = {}
@@ -30,7 +31,6 @@ class _Tracer:
         self.regions: list[str] = []
         self.region_count = itertools.count(1)
         self.counter = itertools.count()
-        self.outer_hook = None
 
     def value_of(self, t: Tensor, kind: str, name: str) -> Value:
         v = Value(name, tuple(t.shape), t.dtype.name, kind)
@@ -60,17 +60,21 @@ class _Tracer:
         self.constants.append(c)
         return c
 
-    def op(self, prim: Any, args: tuple, params: dict) -> Tensor:
+    def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
         recorded = [self.arg(a) for a in args]
-        state.op_hook = self.outer_hook
-        try:
-            out = apply(prim, args, params)
-        finally:
-            state.op_hook = self.op
+        out = call_next(prim, args, params)
         v = self.value_of(out, "local", str(next(self.counter)))
         region = self.regions[-1] if self.regions else None
         self.bindings.append(Binding(v, prim.name, recorded, dict(params), region))
         return out
+
+    def value_read(self, t: Tensor, what: str) -> None:
+        warnings.warn(
+            f"memgrad.jit.trace: {what} on a tensor reads its value while tracing; if Python "
+            "control flow depends on it, the trace is specialised to the branch taken now "
+            "and will not follow other inputs",
+            stacklevel=4,
+        )
 
     @contextlib.contextmanager
     def region(self, function: Callable) -> Iterator[None]:
@@ -149,7 +153,7 @@ def trace(fn: Callable[..., Any], *example_inputs: Any, dynamic: bool = False) -
 
 def record(fn: Callable[..., Any], example_inputs: tuple, dynamic: bool = False) -> tuple:
     """``trace``, also returning what ``fn`` returned."""
-    if state.tracer is not None:
+    if any(isinstance(i, _Tracer) for i in interpreters.current()):
         raise TraceError(
             "memgrad.jit.trace: already tracing in this thread; a trace inside a trace is not "
             "supported. Trace the outer function once, or call the inner one untraced."
@@ -163,16 +167,8 @@ def record(fn: Callable[..., Any], example_inputs: tuple, dynamic: bool = False)
     tracer = _Tracer(_parameter_names(fn))
     for name, x in zip(_input_names(fn, len(example_inputs)), example_inputs):
         tracer.inputs.append(tracer.value_of(x, "input", name))
-    tracer.outer_hook = state.op_hook
-    state.tracer = tracer
-    state.op_hook = tracer.op
-    op_hooks.installed += 1
-    try:
+    with interpreters.push(tracer):
         result = fn(*example_inputs)
-    finally:
-        op_hooks.installed -= 1
-        state.op_hook = tracer.outer_hook
-        state.tracer = None
     outputs = result if isinstance(result, tuple) else (result,)
     values = []
     for i, out in enumerate(outputs):

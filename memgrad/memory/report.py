@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from memgrad.autograd.grad_mode import enable_grad, state
-from memgrad.autograd.graph import saved_tensors_hooks
+from memgrad import interpreters
+from memgrad.autograd.grad_mode import enable_grad
+from memgrad.interpreters import Interpreter
 from memgrad.memory.tracker import buffer_of
 from memgrad.tensor import Tensor
 
@@ -80,7 +81,9 @@ class SavedReport:
         return "\n".join(lines)
 
 
-class _Recorder:
+class _Recorder(Interpreter):
+    """Hears of every value saved for backward in the run (NOTE [ Interpreters ])."""
+
     def __init__(self) -> None:
         self.entries: list[SavedEntry] = []
         self.regions: list[str] = []
@@ -96,8 +99,8 @@ class _Recorder:
         finally:
             self.regions.pop()
 
-    def record(self, t: Tensor, kept: bool) -> None:
-        op = state.saving_op
+    def saved(self, t: Tensor, op: Any, packed: Any) -> None:
+        kept = not getattr(packed, "recomputed", False)
         data = t.numpy()
         self.entries.append(
             SavedEntry(
@@ -112,9 +115,6 @@ class _Recorder:
             )
         )
 
-    def pack(self, t: Tensor) -> Tensor:
-        self.record(t, kept=True)
-        return t
 
 
 def _user_line() -> str:
@@ -143,18 +143,9 @@ def saved_report(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> SavedRepo
     if isinstance(fn, Graph):
         return _static_report(fn)
     recorder = _Recorder()
-    prev = state.save_report
-    state.save_report = recorder
-    try:
-        with enable_grad(), saved_tensors_hooks(recorder.pack, _identity):
-            fn(*args, **kwargs)
-    finally:
-        state.save_report = prev
+    with enable_grad(), interpreters.push(recorder):
+        fn(*args, **kwargs)
     return SavedReport(recorder.entries)
-
-
-def _identity(t: Tensor) -> Tensor:
-    return t
 
 
 def _static_report(graph: Any) -> SavedReport:

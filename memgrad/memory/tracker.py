@@ -5,10 +5,15 @@ The unit is the buffer: the NumPy array that owns the memory behind a tensor. A 
 all its views (reshape, transpose, expand, basic indexing, detach) share one buffer, which
 counts once, from the moment a tensor on it is made until the buffer is freed (weakref
 finalizer on the owning array) - which happens when the last tensor, view or saved-for-
-backward reference to it goes. Accounting is on while a ``track()`` block (or
-``enable()``) is active: turning it on registers every buffer alive at that moment (one scan
-of the garbage collector's objects), then wraps ``Tensor.__init__``; turning it off restores
-it, so the per-op path pays nothing while no one is tracking.
+backward reference to it goes. Accounting counts the buffers made while it is on: it is an
+interpreter (NOTE [ Interpreters ]) pushed in the threads that track, which registers every
+tensor made on new storage: an op's result that is not a view of its inputs (reported by the
+dispatcher as soon as it exists), a factory's, a gradient the engine seeds. A buffer made
+before accounting was turned on is not counted, nor is its freeing: the block's figures are
+what it made and still holds, so ``start_bytes`` of an outermost block is 0 and nested blocks
+start from the count then; ``allocated_bytes()`` with accounting off scans for every tensor
+memgrad holds.
+With accounting off, the per-op path pays the dispatcher's one check.
 """
 
 from __future__ import annotations
@@ -17,15 +22,16 @@ import contextlib
 import gc
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from memgrad.autograd.grad_mode import state
+from memgrad import interpreters
+from memgrad.autograd.engine import current_backward
 from memgrad.autograd.saved import SavedTensor
-from memgrad.ops.registry import op_hooks
+from memgrad.interpreters import Interpreter
 from memgrad.tensor import Tensor
 
 __all__ = [
@@ -78,6 +84,8 @@ class Trace:
 
 
 class _Accounting:
+    """The buffers counted, for every thread; one per process."""
+
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.users = 0
@@ -86,12 +94,9 @@ class _Accounting:
         self.allocated = 0
         self.peak = 0
         self.traces: list[Trace] = []
-        self.original_init = Tensor.__init__
 
     def register(self, data: np.ndarray) -> None:
-        base = data
-        while isinstance(base.base, np.ndarray):
-            base = base.base
+        base = buffer_of(data)
         key = id(base)
         if key in self.live:
             return
@@ -117,75 +122,84 @@ class _Accounting:
             if entry is not None and self.live.pop(entry[1], None) is not None:
                 self.allocated -= entry[2]
 
-    def observe(self, prim: Any) -> None:
+    def timeline(self, op: str) -> None:
         if not self.traces:
             return
-        if state.recomputing:
+        if interpreters.phase() == "recompute":
             phase = "recompute"
-        elif state.engine_call is not None:
+        elif current_backward() is not None:
             phase = "backward"
         else:
             phase = "forward"
-        entry = TimelineEntry(prim.name, phase, self.allocated)
+        entry = TimelineEntry(op, phase, self.allocated)
         for t in self.traces:
             t.timeline.append(entry)
 
-    def enable(self) -> None:
-        with self.lock:
-            self.users += 1
-            first = self.users == 1
-        if not first:
-            return
-        accounting = self
-        original = self.original_init
 
-        def tracking_init(t: Tensor, data: Any, requires_grad: bool = False) -> None:
-            original(t, data, requires_grad)
-            register(t._data)
+class _Accountant(Interpreter):
+    """Accounting in one thread: registers what ops and factories make there."""
 
-        register = accounting.register
+    def __init__(self, accounting: _Accounting) -> None:
+        self.accounting = accounting
 
-        Tensor.__init__ = tracking_init
-        op_hooks.observer = self.observe
-        op_hooks.installed += 1
-        # collect unreachable cycles first, so that their freeing later does not show as
-        # a drop inside the tracked block
-        gc.collect()
-        for obj in gc.get_objects():
-            if isinstance(obj, Tensor):
-                self.register(obj._data)
-            elif isinstance(obj, SavedTensor) and getattr(obj, "_is_output", False):
-                data = getattr(obj, "_data", None)
-                if isinstance(data, np.ndarray):
-                    self.register(data)
-        self.peak = self.allocated
+    def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
+        try:
+            return call_next(prim, args, params)
+        finally:  # also when the op was interrupted (a recompute's early stop)
+            self.accounting.timeline(prim.name)
 
-    def disable(self) -> None:
-        with self.lock:
-            if self.users == 0:
-                raise RuntimeError("memgrad.memory.disable(): accounting is not enabled")
-            self.users -= 1
-            last = self.users == 0
-        if last:
-            Tensor.__init__ = self.original_init
-            op_hooks.observer = None
-            op_hooks.installed -= 1
-            self.live.clear()
-            self.refs.clear()
-            self.allocated = self.peak = 0
+    def tensor_made(self, t: Tensor) -> None:
+        self.accounting.register(t._data)
+
+
+class _Threads(threading.local):
+    """This thread's accountant and how many enable() calls it has open."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pushed: contextlib.AbstractContextManager | None = None
 
 
 _accounting = _Accounting()
+_threads = _Threads()
 
 
 def enable() -> None:
-    """Turn accounting on (nested calls count; each needs a ``disable``)."""
-    _accounting.enable()
+    """Turn accounting on in this thread (nested calls count; each needs a ``disable``).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.memory.enable()
+        >>> x = mg.zeros(100)
+        >>> mg.memory.allocated_bytes()
+        400
+        >>> mg.memory.disable()
+    """
+    with _accounting.lock:
+        _accounting.users += 1
+        if _accounting.users == 1:
+            _accounting.peak = _accounting.allocated
+    _threads.depth += 1
+    if _threads.depth == 1:
+        _threads.pushed = interpreters.push(_Accountant(_accounting))
+        _threads.pushed.__enter__()
 
 
 def disable() -> None:
-    """Turn accounting off again."""
-    _accounting.disable()
+    """Turn accounting off again (in this thread)."""
+    if _threads.depth == 0:
+        raise RuntimeError("memgrad.memory.disable(): accounting is not enabled in this thread")
+    _threads.depth -= 1
+    if _threads.depth == 0 and _threads.pushed is not None:
+        _threads.pushed.__exit__(None, None, None)
+        _threads.pushed = None
+    with _accounting.lock:
+        _accounting.users -= 1
+        last = _accounting.users == 0
+    if last:
+        _accounting.live.clear()
+        _accounting.refs.clear()
+        _accounting.allocated = _accounting.peak = 0
 
 
 def _scan_bytes() -> int:
@@ -247,7 +261,7 @@ def track() -> Iterator[Trace]:
         >>> t.peak_above_start >= 256 * 256 * 4
         True
     """
-    _accounting.enable()
+    enable()
     trace = Trace(start_bytes=_accounting.allocated, peak_bytes=_accounting.allocated)
     _accounting.traces.append(trace)
     try:
@@ -255,4 +269,4 @@ def track() -> Iterator[Trace]:
     finally:
         trace.end_bytes = _accounting.allocated
         _accounting.traces.remove(trace)
-        _accounting.disable()
+        disable()

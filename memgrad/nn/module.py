@@ -15,10 +15,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from memgrad.autograd.graph import RemovableHandle
 from memgrad.factories import tensor as _tensor
 from memgrad.optim.optimizer import zero_grads
-from memgrad.tensor import Tensor
+from memgrad.tensor import RemovableHandle, Tensor
 
 __all__ = ["Parameter", "Module", "Sequential", "ModuleList"]
 

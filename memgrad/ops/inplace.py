@@ -29,7 +29,7 @@ from memgrad.autograd.graph import refresh_view
 from memgrad.ops import elementwise as ew
 from memgrad.ops.movement import index_put, memory_order, normalize_index, view_write
 from memgrad.ops.registry import Primitive, apply, primitive
-from memgrad.tensor import Tensor
+from memgrad.tensor import Tensor, wrap
 
 __all__ = ["add_", "sub_", "mul_", "div_", "zero_", "fill_", "copy_", "clamp_", "relu_", "setitem"]
 
@@ -77,7 +77,7 @@ def _old(t: Tensor, prim: Primitive, args: tuple) -> Tensor:
     if any(i == 0 and any(needs[j] for j in by) for i, by in prim.save_inputs):
         old = Tensor(t._data.copy())
     else:
-        old = Tensor(t._data)
+        old = wrap(t._data)
         old._vc = t._version_counter()
     old.grad_fn = t.grad_fn
     old.output_nr = t.output_nr
@@ -99,7 +99,7 @@ def _inplace_view(api: str, t: Tensor, prim: Primitive, args: tuple, params: dic
     if not t._data.flags.writeable:
         _write(api, t, lambda a: np.copyto(a, 0))  # raises the read-only error
     result = apply(prim.inplace_variant, (_old(t, prim, args),) + args, params)
-    whole = Tensor(base._data)
+    whole = wrap(base._data)
     whole._vc = base._version_counter()
     whole.grad_fn = base.grad_fn
     whole.output_nr = base.output_nr

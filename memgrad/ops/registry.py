@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from memgrad import interpreters
 from memgrad.autograd.grad_mode import state
 from memgrad.autograd.graph import (
     _RELEASED_MSG,
@@ -39,9 +40,9 @@ from memgrad.autograd.graph import (
 )
 from memgrad.autograd.saved import SavedTensor, save
 from memgrad.errors import ShapeError
-from memgrad.tensor import Tensor
+from memgrad.tensor import Tensor, wrap
 
-__all__ = ["Primitive", "primitive", "REGISTRY", "Meta", "OpNode", "apply", "op_hooks"]
+__all__ = ["Primitive", "primitive", "REGISTRY", "Meta", "OpNode", "apply"]
 
 REGISTRY: dict[str, Primitive] = {}
 
@@ -233,21 +234,15 @@ class OpNode(Node):
             self._out_saved = None
 
 
-def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
-    """Run primitive ``prim`` on ``args`` (tensors and Python scalars), recording a node
-    when grad mode is on and an input requires grad."""
-    if op_hooks.installed:
-        hook = state.op_hook
-        if hook is not None:
-            return hook(prim, args, params)
-        observer = op_hooks.observer
-        if observer is not None and not state.observed:
-            state.observed = True
-            try:
-                return apply(prim, args, params)
-            finally:
-                state.observed = False
-                observer(prim)  # also when the op was interrupted (a recompute's early stop)
+def apply(prim: Primitive, args: tuple, params: dict, _dispatched: bool = False) -> Tensor:
+    """Run primitive ``prim`` on ``args`` (tensors and Python scalars), through this
+    thread's interpreters if any (NOTE [ Interpreters ]), recording a node when grad mode is
+    on and an input requires grad."""
+    if interpreters.active and not _dispatched:
+        stack = interpreters.current()
+        if stack:
+            return _dispatch(stack, prim, args, params)
+        _dispatched = True  # interpreters in other threads only: this thread has none
     datas = []
     grad = False
     for a in args:
@@ -263,17 +258,51 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
         out_data = prim.forward(*datas, **params) if params else prim.forward(*datas)
     except (ValueError, IndexError, TypeError) as e:
         raise _op_error(prim, args, e) from e
-    out = Tensor(out_data)
+    if out_data.__class__ is not np.ndarray:
+        out_data = np.asarray(out_data)  # a NumPy scalar from a full reduction
+    out = wrap(out_data)
     if prim.view:
         _make_view(out, args[0], prim, params)
-    if not grad or not state.grad_enabled or not prim.differentiable:
-        return out
-    if out._data.dtype.kind != "f":
-        return out
+    if _dispatched and not any(
+        d.__class__ is np.ndarray and np.may_share_memory(d, out_data) for d in datas
+    ):
+        interpreters.tensor_made(out)  # new storage (a view or alias of an input is not)
+    if grad and state.grad_enabled and prim.differentiable and out_data.dtype.kind == "f":
+        _record(prim, args, params, out)
+    return out
+
+
+def _dispatch(stack: tuple, prim: Primitive, args: tuple, params: dict) -> Tensor:
+    if state.grad_enabled:
+        for a in args:  # replayed view ops reach the interpreters before this op
+            if isinstance(a, Tensor) and a._base is not None and a._vc.gen != a._view_gen:
+                refresh_view(a)
+    return _Next(stack, len(stack) - 1)(prim, args, params)
+
+
+class _Next:
+    """``call_next`` of the interpreter at ``level - 1``: the next interpreter out, or the
+    primitive itself past the outermost one."""
+
+    __slots__ = ("stack", "level")
+
+    def __init__(self, stack: tuple, level: int) -> None:
+        self.stack = stack
+        self.level = level
+
+    def __call__(self, prim: Primitive, args: tuple, params: dict) -> Tensor:
+        level = self.level
+        if level < 0:
+            return apply(prim, args, params, True)
+        return self.stack[level].process(prim, args, params, _Next(self.stack, level - 1))
+
+
+def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
+    """Make ``out``'s node: its edges, and what it saves for backward."""
     edges = []
     meta = []
     needs = []
-    saved = []
+    saved: list = []
     for a in args:
         if isinstance(a, Tensor):
             m = Meta((a._data.shape, a._data.dtype))
@@ -282,10 +311,7 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
             if a._requires_grad:
                 needs.append(True)
                 fn = a.grad_fn
-                if fn is not None:
-                    edges.append((fn, a.output_nr))
-                else:
-                    edges.append((accumulator(a), 0))
+                edges.append((fn, a.output_nr) if fn is not None else (accumulator(a), 0))
             else:
                 needs.append(False)
                 edges.append(_NO_EDGE)
@@ -309,7 +335,7 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
     out._requires_grad = True
     has_saved = False
     for i, needed_by in prim.save_inputs:
-        for j in needed_by:
+        for j in needed_by:  # loops, not any(): no generator per call on the hot path
             if needs[j]:
                 a = args[i]
                 if isinstance(a, Tensor):
@@ -325,25 +351,9 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Tensor:
                 has_saved = True
                 break
     node._has_saved = has_saved
-    return out
 
 
 _NO_EDGE = (None, 0)
-
-
-class op_hooks:
-    """Hooks around every primitive call. While none is installed the dispatcher pays one
-    attribute read (``installed`` counts them) instead of thread-local lookups.
-
-    - ``state.op_hook`` (per thread) runs instead of the primitive: ``fn(prim, args,
-      params)`` calls ``apply`` itself after clearing ``state.op_hook``. The checkpoint
-      forward and recomputation install one.
-    - ``observer`` (process-wide) is called as ``fn(prim)`` after each primitive (also one
-      that raised), once however hooks nest. The memory tracker installs one.
-    """
-
-    installed = 0
-    observer: Callable | None = None
 
 
 def _make_view(out: Tensor, base: Tensor, prim: Primitive, params: dict) -> None:

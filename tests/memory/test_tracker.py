@@ -74,12 +74,26 @@ def test_peak_needs_accounting_and_reset_peak():
         assert mg.memory.peak_bytes() == mg.memory.allocated_bytes()
 
 
-def test_tracking_off_restores_the_tensor_constructor():
+def test_tracking_is_an_interpreter_and_patches_nothing():
+    from memgrad import interpreters
     from memgrad.tensor import Tensor
 
     init = Tensor.__init__
+    before = interpreters.current()
     with mg.memory.track():
         with mg.memory.track():
-            assert Tensor.__init__ is not init
-        assert Tensor.__init__ is not init
-    assert Tensor.__init__ is init
+            assert Tensor.__init__ is init
+            assert len(interpreters.current()) == len(before) + 1  # one per thread
+    assert Tensor.__init__ is init and interpreters.current() == before
+
+
+def test_buffers_made_before_tracking_are_not_counted_nor_their_freeing():
+    old = mg.zeros(1000)  # 4000 bytes, made before
+    with mg.memory.track() as t:
+        view = old.reshape(10, 100)  # a view of storage made before: nothing new
+        assert mg.memory.allocated_bytes() == t.start_bytes
+        new = old + 1.0
+        del old, view  # freeing storage made before changes nothing
+        assert mg.memory.allocated_bytes() - t.start_bytes == 4000
+        del new
+    assert t.peak_above_start == 4000 and t.end_bytes == t.start_bytes
