@@ -23,8 +23,8 @@ from common import best_time, emit, machine_info, table, workload_args
 from workloads import FULL, SMALL
 
 import memgrad as mg
+from memgrad import models
 from memgrad.checkpoint import checkpoint_sequential
-from memgrad.cli import models
 
 __all__ = ["make_step", "main"]
 

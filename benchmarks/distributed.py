@@ -67,8 +67,8 @@ from workloads import FULL, SMALL
 
 import memgrad as mg
 import memgrad.distributed as dist
+from memgrad import models
 from memgrad.checkpoint import CheckpointedSequential
-from memgrad.cli import models
 from memgrad.distributed import launch
 from memgrad.nn import functional as F
 

@@ -20,7 +20,7 @@ from typing import Any
 from common import best_time, emit, machine_info, table, torch_or_none, workload_args
 
 import memgrad as mg
-from memgrad.cli import models
+from memgrad import models
 
 __all__ = ["WORKLOADS", "memgrad_step", "torch_step", "main"]
 

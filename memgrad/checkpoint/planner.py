@@ -32,27 +32,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memgrad.autograd.graph import _seq
+from memgrad.autograd.grad_mode import enable_grad
+from memgrad.autograd.graph import AccumulateGrad, sequence_mark
 from memgrad.errors import PlanError
+from memgrad.memory import buffer_of, track
+from memgrad.records import StageProfile, gradient_bytes
 from memgrad.sizes import SizeError, parse_size
+from memgrad.tensor import Tensor
 
 __all__ = ["StageProfile", "Plan", "profile", "plan", "plan_from_profile", "predict"]
 
+
 # gradient buffers of a stage's output size alive at once in backward (NOTE [ Peak model ])
 TRANSIENT_OUTPUTS = 3
-
-
-@dataclass(frozen=True)
-class StageProfile:
-    """What one stage costs: bytes kept for backward (output included), output bytes,
-    bytes of parameter gradients backward allocates, forward seconds, and the largest
-    parameter gradient that is made and then added into an existing ``.grad``."""
-
-    kept: int
-    out: int
-    grads: int
-    seconds: float
-    grad_transient: int = 0
 
 
 @dataclass
@@ -97,10 +89,6 @@ def profile(functions: Sequence[Callable[[Any], Any]], input: Any) -> list[Stage
         >>> [s.out for s in p]
         [8192, 8192, 8192]
     """
-    from memgrad.autograd.grad_mode import enable_grad
-    from memgrad.memory import buffer_of, track
-    from memgrad.tensor import Tensor
-
     stages = list(functions)
     if not stages:
         raise ValueError("plan: functions is empty")
@@ -109,8 +97,7 @@ def profile(functions: Sequence[Callable[[Any], Any]], input: Any) -> list[Stage
     keep = []  # hold every stage's output (and so its graph) until all are measured
     with enable_grad():
         for f in stages:
-            seen_grads: set[int] = set()
-            first = next(_seq)  # the nodes this stage makes are numbered from here
+            first = sequence_mark()  # the nodes this stage makes are numbered from here
             with track() as t:
                 start = time.perf_counter()
                 out = f(h)
@@ -120,21 +107,7 @@ def profile(functions: Sequence[Callable[[Any], Any]], input: Any) -> list[Stage
                     f"plan: stage {len(result)} returned {type(out).__name__}; every stage must "
                     "return one Tensor (the next stage's input)"
                 )
-            grads = transient = 0
-            blocked = _added_in_blocks(out, first)
-            for p in _parameters(f):
-                if not p.requires_grad or id(p) in seen_grads:
-                    continue
-                seen_grads.add(id(p))
-                nbytes = p.numel() * p.dtype.itemsize
-                if p.grad is None:
-                    grads += nbytes
-                elif id(p) in blocked:
-                    # added into the existing .grad a block at a time
-                    transient = max(transient, min(nbytes, blocked[id(p)]))
-                else:
-                    # made whole, added into the existing .grad, and freed
-                    transient = max(transient, nbytes)
+            grads, transient = gradient_bytes(_parameter_uses(out, first))
             out_bytes = buffer_of(out.numpy()).nbytes
             result.append(
                 StageProfile(t.end_bytes - t.start_bytes, out_bytes, grads, seconds, transient)
@@ -144,54 +117,26 @@ def profile(functions: Sequence[Callable[[Any], Any]], input: Any) -> list[Stage
     return result
 
 
-def _added_in_blocks(out: Any, first: int) -> dict[int, int]:
-    """Parameters whose gradient every op of the stage (its nodes are numbered from
-    ``first``) adds into an existing ``.grad`` in blocks (NOTE [ Accumulate in place ]), with
-    the block's bytes."""
-    from memgrad.autograd.graph import AccumulateGrad
-    from memgrad.ops.nn import ADD_BLOCK_BYTES
-
-    blocked: dict[int, int] = {}
-    whole: set[int] = set()
+def _parameter_uses(out: Tensor, first: int) -> list[tuple[Tensor, int | None]]:
+    """Each use of a parameter by a node of the stage (its nodes are numbered from
+    ``first``), with the bytes at a time that node's op adds the gradient into an existing
+    ``.grad`` (None: made whole), for ``records.gradient_bytes``."""
+    uses = []
     seen: set[int] = set()
     stack = [out.grad_fn] if out.grad_fn is not None else []
     while stack:
         node = stack.pop()
         sinks = node.sink_inputs
+        block = getattr(getattr(node, "prim", None), "sink_block_bytes", None)
         for i, (child, _) in enumerate(node.next_functions):
             if child is None:
                 continue
             if child.__class__ is AccumulateGrad:
-                key = id(child.variable)
-                if i in sinks:
-                    blocked[key] = ADD_BLOCK_BYTES
-                else:
-                    whole.add(key)
+                uses.append((child.variable, block if i in sinks else None))
             elif child._sequence_nr >= first and id(child) not in seen:
                 seen.add(id(child))
                 stack.append(child)
-    return {k: v for k, v in blocked.items() if k not in whole}
-
-
-def _parameters(f: Any) -> list:
-    params = getattr(f, "parameters", None)
-    if callable(params):
-        return list(params())
-    # a plain function: the tensors it closes over or takes as defaults
-    from memgrad.tensor import Tensor
-
-    found = []
-    for cell in getattr(f, "__closure__", None) or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:
-            continue
-        if isinstance(value, Tensor):
-            found.append(value)
-    for value in getattr(f, "__defaults__", None) or ():
-        if isinstance(value, Tensor):
-            found.append(value)
-    return found
+    return uses
 
 
 def predict(
@@ -284,8 +229,9 @@ def plan(
     profile follows the gradients' state: a parameter whose ``.grad`` exists is accumulated
     into in place (``zero_grad(set_to_none=False)``), one whose ``.grad`` is None gets it
     allocated in backward; plan in the state you train in. ``functions`` may also be traced
-    stages (``memgrad.jit.trace_stages``): their bytes then come from static analysis of the
-    graphs, without running anything (``input`` is not used).
+    stages (``memgrad.jit.trace_stages``, or anything with a ``static_profile()`` method):
+    their bytes then come from static analysis of the graphs, without running anything
+    (``input`` is not used).
 
     Example:
         >>> import memgrad as mg
@@ -300,12 +246,10 @@ def plan(
         >>> plan(layers, x, budget_bytes="1MB").budget_bytes
         1000000
     """
-    from memgrad.jit import Graph, static_profile
-
     budget_bytes = _budget(budget_bytes)  # before profiling, which takes a while
     stages = list(functions)
-    if stages and all(isinstance(f, Graph) for f in stages):
-        return plan_from_profile([static_profile(g, g.seconds) for g in stages], budget_bytes)
+    if stages and all(callable(getattr(f, "static_profile", None)) for f in stages):
+        return plan_from_profile([f.static_profile() for f in stages], budget_bytes)
     return plan_from_profile(profile(stages, input), budget_bytes)
 
 

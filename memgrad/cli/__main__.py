@@ -29,10 +29,10 @@ from numpy.typing import DTypeLike
 
 import memgrad as mg
 import memgrad.distributed as dist
-from memgrad.cli.models import BUILTIN
 from memgrad.cli.output import CliError, first_line
 from memgrad.cli.train import run_train
 from memgrad.cli.tune import run_plan, run_tune
+from memgrad.models import BUILTIN
 from memgrad.tensor import Tensor
 
 __all__ = [

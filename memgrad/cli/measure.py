@@ -2,7 +2,7 @@
 checkpointed: its peak bytes (``mg.memory.track``), its time, and its gradients.
 
 Example:
-    >>> from memgrad.cli.models import mlp
+    >>> from memgrad.models import mlp
     >>> model, x, loss_fn = mlp(depth=4, width=32, batch=8)
     >>> plain = measure_step(model, x, loss_fn, None)
     >>> halves = measure_step(model, x, loss_fn, 2)
@@ -76,7 +76,7 @@ def run_step(
     ``checkpoint_sequential``. Returns the loss.
 
     Example:
-        >>> from memgrad.cli.models import mlp
+        >>> from memgrad.models import mlp
         >>> model, x, loss_fn = mlp(depth=2, width=16, batch=4)
         >>> run_step(model, x, loss_fn, 2) > 0
         True
@@ -103,7 +103,7 @@ def measure_step(
     clean time.
 
     Example:
-        >>> from memgrad.cli.models import mlp
+        >>> from memgrad.models import mlp
         >>> model, x, loss_fn = mlp(depth=2, width=16, batch=4)
         >>> measure_step(model, x, loss_fn, None).peak > 0
         True
@@ -132,7 +132,7 @@ def time_step(
     several, interleaved with the configurations it is compared with).
 
     Example:
-        >>> from memgrad.cli.models import mlp
+        >>> from memgrad.models import mlp
         >>> model, x, loss_fn = mlp(depth=2, width=16, batch=4)
         >>> time_step(model, x, loss_fn, 1) > 0
         True

@@ -37,7 +37,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +59,6 @@ import memgrad.distributed as dist
 from memgrad import nn
 from memgrad.checkpoint import CheckpointedSequential, Plan, plan, plan_from_profile
 from memgrad.cli.measure import accounting, compare_grads, measure_step, time_step
-from memgrad.cli.models import LMHead, TokenEmbedding
 from memgrad.cli.output import CliError, check_writable, console, first_line
 from memgrad.cli.sizes import SizeError, format_bytes, parse_size, size_at_least
 from memgrad.distributed import (
@@ -69,25 +68,19 @@ from memgrad.distributed import (
     launch,
 )
 from memgrad.errors import PlanError
-from memgrad.nn import functional as F
+from memgrad.models import VOCAB, build_lm, lm_loss, lm_parameters, sample_batch
 from memgrad.sizes import physical_memory
 
 __all__ = [
-    "VOCAB",
     "STDLIB_FILES",
     "stdlib_corpus",
-    "build_lm",
-    "lm_parameters",
-    "sample_batch",
     "num_windows",
     "window_batch",
-    "lm_loss",
     "generate",
     "train_argv",
     "run_train",
 ]
 
-VOCAB = 256  # bytes
 # read in this order until the corpus is full; all are in the standard library of every
 # Python memgrad supports, and are ordinary, well-commented code
 STDLIB_FILES = (
@@ -134,57 +127,6 @@ def stdlib_corpus(max_bytes: int = CORPUS_BYTES) -> tuple[bytes, list[Path]]:
     return b"".join(parts), files
 
 
-def build_lm(d_model: int, heads: int, blocks: int, seq: int) -> nn.Sequential:
-    """A byte-level causal transformer language model as a chain of stages: token and
-    position embeddings, ``blocks`` pre-LN transformer blocks, and the LayerNorm + linear
-    head, for contexts of up to ``seq`` bytes.
-
-    Example:
-        >>> model = build_lm(d_model=32, heads=4, blocks=2, seq=16)
-        >>> len(model), model(mg.zeros(3, 16, dtype=mg.int64)).shape
-        (4, (3, 16, 256))
-    """
-    return nn.Sequential(
-        TokenEmbedding(VOCAB, d_model, seq),
-        *[nn.TransformerBlock(d_model, heads) for _ in range(blocks)],
-        LMHead(d_model, VOCAB),
-    )
-
-
-def lm_parameters(d_model: int, blocks: int, seq: int) -> int:
-    """The number of parameters of ``build_lm(d_model, heads, blocks, seq)`` (the heads
-    split ``d_model``, so they change nothing): embeddings, ``blocks`` times the block's
-    attention, MLP and two LayerNorms, and the head.
-
-    Example:
-        >>> model = build_lm(d_model=32, heads=4, blocks=2, seq=16)
-        >>> lm_parameters(32, 2, 16) == sum(p.numel() for p in model.parameters())
-        True
-    """
-    embeddings = (VOCAB + seq) * d_model
-    block = 12 * d_model**2 + 13 * d_model  # qkv and out projections, MLP 4x, 2 LayerNorms
-    head = 2 * d_model + d_model * VOCAB + VOCAB
-    return embeddings + blocks * block + head
-
-
-def sample_batch(
-    tokens: np.ndarray, batch: int, seq: int, rng: np.random.Generator
-) -> tuple[mg.Tensor, mg.Tensor]:
-    """``batch`` random windows of ``seq`` bytes and, for each position, the byte after it.
-
-    Returns:
-        ``(x, y)``: int64 tensors of shapes ``(batch, seq)`` and ``(batch * seq,)``.
-
-    Example:
-        >>> x, y = sample_batch(np.arange(100) % 256, 2, 8, np.random.default_rng(0))
-        >>> x.shape, y.shape, int(y[0].item()) == int(x[0, 1].item())
-        ((2, 8), (16,), True)
-    """
-    starts = rng.integers(0, len(tokens) - seq - 1, size=batch)
-    windows = np.stack([tokens[s : s + seq + 1] for s in starts]).astype(np.int64)
-    return mg.tensor(windows[:, :-1]), mg.tensor(windows[:, 1:].reshape(-1))
-
-
 def num_windows(n_tokens: int, seq: int) -> int:
     """How many non-overlapping windows of ``seq`` bytes ``n_tokens`` bytes hold, each with
     the byte after it: window ``w`` starts at ``w * seq``.
@@ -215,17 +157,6 @@ def window_batch(
     starts = np.asarray(windows, dtype=np.int64) * seq
     rows = np.asarray(tokens)[starts[:, None] + np.arange(seq + 1)].astype(np.int64)
     return mg.tensor(rows[:, :-1]), mg.tensor(rows[:, 1:].reshape(-1))
-
-
-def lm_loss(y: mg.Tensor) -> Callable[[mg.Tensor], mg.Tensor]:
-    """The loss of a batch: cross-entropy of the logits against the next bytes ``y``.
-
-    Example:
-        >>> loss = lm_loss(mg.zeros(4, dtype=mg.int64))(mg.zeros(2, 2, VOCAB))
-        >>> round(loss.item(), 4)  # uniform logits: log(256)
-        5.5452
-    """
-    return lambda logits: F.cross_entropy(logits.reshape(-1, VOCAB), y)
 
 
 def generate(

@@ -19,13 +19,13 @@ from typing import Any
 
 import memgrad as mg
 from memgrad import nn
-from memgrad.cli.models import BUILTIN
 from memgrad.cli.output import CliError, first_line
+from memgrad.models import BUILTIN
 
 __all__ = ["Workload", "SIZES", "load_workload"]
 
 # "small" keeps a tune of every configuration well under a minute on two cores; "bench" is
-# the benchmark workloads W1-W3 as they are defined in memgrad.cli.models
+# the benchmark workloads W1-W3 as they are defined in memgrad.models
 SIZES: dict[str, dict[str, dict[str, int]]] = {
     "small": {
         "mlp": dict(depth=16, width=256, batch=512),

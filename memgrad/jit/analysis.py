@@ -1,54 +1,47 @@
-"""Static memory analysis of a Graph: what each op makes and saves, without running backward.
+"""Static memory analysis of a traced graph: what each op makes and saves, without running
+backward.
 
 NOTE [ Static saved bytes ]
 Which inputs of a binding need gradients follows from the graph: parameters do, the inputs
 do if they required grad when traced, and a binding's result does if any of its arguments
 does (and it is a floating-point result of a differentiable primitive). From that mask the
-op table's ``saves`` rules give the values each binding keeps for backward, exactly as the
-dispatcher decides at run time. Views (``Primitive.view``) share their first argument's
-buffer, so a buffer saved through several views counts once.
+op record's save rule (``Primitive.saves_for``) gives the values each binding keeps for
+backward, exactly as the dispatcher decides at run time. Views (``Primitive.view``) share
+their first argument's buffer, so a buffer saved through several views counts once. The
+stage profile is the planner's record, made by the same rule for parameter gradients
+(``memgrad.records.gradient_bytes``) as the measured profile: a parameter's gradient is new
+bytes when its ``.grad`` is None, else a transient (in blocks where the op record says so).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from memgrad.jit.ir import Binding, Graph, Value
+from memgrad.jit.ir import Value
 from memgrad.ops.registry import REGISTRY
+from memgrad.records import OpBytes, SavedEntry, StageProfile, gradient_bytes
 
-__all__ = ["OpBytes", "op_bytes", "static_profile", "trace_stages"]
-
-
-@dataclass
-class OpBytes:
-    """One binding: the bytes of its result and the values it saves for backward."""
-
-    binding: Binding
-    out_bytes: int
-    saved: list[Value]
-    region: str | None
+__all__ = ["OpBytes", "op_bytes", "static_profile", "saved_entries"]
 
 
 def _bytes(v: Value) -> int:
     return int(np.prod(v.shape, dtype=np.int64)) * np.dtype(v.dtype).itemsize
 
 
-def _analyse(graph: Graph) -> tuple[list[OpBytes], dict[str, str]]:
+def _analyse(graph: Any) -> tuple[list[OpBytes], dict[str, str]]:
     grad = {v.name: True for v in graph.params}
     grad.update({v.name: v.name in graph.requires_grad for v in graph.inputs})
     buffer = {v.name: v.name for v in graph.inputs + graph.params}
     result = []
     for b in graph.bindings:
         prim = REGISTRY[b.op]
-        needs = [isinstance(a, Value) and grad.get(a.name, False) for a in b.args]
-        out_grad = (
-            prim.differentiable and any(needs) and np.dtype(b.out.dtype).kind == "f"
-        )
+        needs = 0
+        for i, a in enumerate(b.args):
+            if isinstance(a, Value) and grad.get(a.name, False):
+                needs |= 1 << i
+        out_grad = prim.differentiable and needs != 0 and np.dtype(b.out.dtype).kind == "f"
         grad[b.out.name] = out_grad
         first = b.args[0] if b.args else None
         buffer[b.out.name] = (
@@ -56,17 +49,15 @@ def _analyse(graph: Graph) -> tuple[list[OpBytes], dict[str, str]]:
         )
         saved: list[Value] = []
         if out_grad:
-            for i, needed_by in prim.save_inputs:
-                a = b.args[i]
-                if isinstance(a, Value) and any(needs[j] for j in needed_by):
-                    saved.append(a)
-            if prim.save_out is not None and any(needs[j] for j in prim.save_out):
+            inputs, out = prim.saves_for(needs)
+            saved = [b.args[i] for i in inputs if isinstance(b.args[i], Value)]
+            if out:
                 saved.append(b.out)
         result.append(OpBytes(b, _bytes(b.out), saved, b.region))
     return result, buffer
 
 
-def op_bytes(graph: Graph) -> list[OpBytes]:
+def op_bytes(graph: Any) -> list[OpBytes]:
     """Per binding: its result's bytes and the values it saves for backward
     (NOTE [ Static saved bytes ]).
 
@@ -80,12 +71,20 @@ def op_bytes(graph: Graph) -> list[OpBytes]:
     return _analyse(graph)[0]
 
 
-def static_profile(graph: Graph, seconds: float = 0.0) -> Any:
+def static_profile(graph: Any, seconds: float = 0.0) -> StageProfile:
     """A planner ``StageProfile`` of one stage from its graph alone: the bytes its graph keeps
-    for backward (its output included, inputs and parameters not), its output's bytes and
-    its parameters' gradient bytes."""
-    from memgrad.checkpoint.planner import StageProfile
+    for backward (its output included, inputs and parameters not), its output's bytes, and
+    its parameters' gradient bytes by the rule the measured profile uses (the parameters'
+    ``.grad`` as they are now).
 
+    Example:
+        >>> import memgrad as mg
+        >>> w = mg.ones(8, 8, requires_grad=True)
+        >>> g = mg.jit.trace(lambda x: (x @ w).relu(), mg.ones(4, 8))
+        >>> p = mg.jit.static_profile(g)
+        >>> p.out, p.grads
+        (128, 256)
+    """
     ops, buffer = _analyse(graph)
     sizes = {o.binding.out.name: o.out_bytes for o in ops}
     formal = {v.name for v in graph.inputs + graph.params}
@@ -99,22 +98,54 @@ def static_profile(graph: Graph, seconds: float = 0.0) -> Any:
     root = buffer[out.name]
     if root not in formal:
         kept[root] = sizes[root]
-    grads = sum(_bytes(v) for v in graph.params)
-    return StageProfile(sum(kept.values()), _bytes(out), grads, seconds)
+    grads, transient = gradient_bytes(_parameter_uses(graph))
+    return StageProfile(sum(kept.values()), _bytes(out), grads, seconds, transient)
 
 
-def trace_stages(functions: Sequence[Callable[[Any], Any]], input: Any) -> list[Graph]:
-    """Trace each stage of a chain on the output of the one before (grad mode, forward
-    only); each Graph's ``seconds`` holds its traced forward time."""
-    from memgrad.autograd.grad_mode import enable_grad
-    from memgrad.jit.trace import record
+def _parameter_uses(graph: Any) -> list[tuple[Any, int | None]]:
+    """Each use of a bound parameter as an argument, with the bytes at a time its op adds
+    the gradient into an existing ``.grad`` (None: made whole)."""
+    params = {v.name: graph.bound[v.name] if v.name in graph.bound else _Unbound(v)
+              for v in graph.params}
+    uses = []
+    for b in graph.bindings:
+        prim = REGISTRY[b.op]
+        for i, a in enumerate(b.args):
+            if isinstance(a, Value) and a.name in params:
+                sunk = i in prim.accumulates
+                uses.append((params[a.name], prim.sink_block_bytes if sunk else None))
+    return uses
 
-    graphs = []
-    h = input
-    with enable_grad():
-        for f in functions:
-            start = time.perf_counter()
-            g, h = record(f, (h,))
-            g.seconds = time.perf_counter() - start
-            graphs.append(g)
-    return graphs
+
+class _Unbound:
+    """A parameter of a parsed graph, not bound to a tensor: taken as one without a
+    ``.grad``."""
+
+    def __init__(self, v: Value) -> None:
+        self.dtype = np.dtype(v.dtype)
+        self._numel = int(np.prod(v.shape, dtype=np.int64))
+        self.grad = None
+
+    def numel(self) -> int:
+        return self._numel
+
+
+def saved_entries(graph: Any) -> list[SavedEntry]:
+    """Every value a backward of ``graph`` keeps, in save order, from static analysis (the
+    source is the binding's text): what ``memory.saved_report`` gives for a traced graph."""
+    ops, buffer = _analyse(graph)
+    roots = {name: i for i, name in enumerate(dict.fromkeys(buffer.values()))}
+    sizes = {v.name: v for v in graph.inputs + graph.params}
+    sizes.update({o.binding.out.name: o.binding.out for o in ops})
+    made_in = {o.binding.out.name: o.region for o in ops}
+    entries = []
+    for o in ops:
+        for v in o.saved:
+            root = sizes[buffer[v.name]]
+            # a region keeps its arguments and the parameters; it recomputes what it makes
+            kept = o.region is None or made_in.get(root.name) != o.region
+            entries.append(
+                SavedEntry(v.shape, v.dtype, _bytes(root), o.binding.op, str(o.binding),
+                           o.region, kept, roots[buffer[v.name]])
+            )
+    return entries

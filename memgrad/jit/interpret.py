@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from memgrad.errors import TraceError
-from memgrad.jit.ir import Binding, Const, Graph, Value
+from memgrad.jit.ir import Binding, Const, Value
 from memgrad.ops.registry import REGISTRY, apply
 from memgrad.tensor import Tensor, wrap
 
@@ -31,7 +31,7 @@ class _Block:
 
 
 class _Plan:
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Any) -> None:
         last: dict[str, int] = {}
         for i, b in enumerate(graph.bindings):
             for a in b.args:
@@ -65,7 +65,7 @@ class _Plan:
             ]
 
 
-def _check(graph: Graph, inputs: tuple) -> Graph | None:
+def _check(graph: Any, inputs: tuple) -> Any:
     """None if ``inputs`` fit the graph; else a retraced graph (dynamic) or an error."""
     problems = []
     if len(inputs) != len(graph.inputs):
@@ -82,10 +82,8 @@ def _check(graph: Graph, inputs: tuple) -> Graph | None:
             )
     if not problems:
         return None
-    if graph.dynamic and graph.function is not None:
-        from memgrad.jit.trace import trace
-
-        return trace(graph.function, *inputs, dynamic=True)
+    if graph.dynamic and graph.retrace is not None:
+        return graph.retrace(*inputs)
     raise TraceError(
         "memgrad.jit: the graph does not fit these inputs: " + "; ".join(problems) + ". "
         "A trace is specialised to the shapes and dtypes it saw: trace again for these "
@@ -93,7 +91,7 @@ def _check(graph: Graph, inputs: tuple) -> Graph | None:
     )
 
 
-def run(graph: Graph, inputs: tuple) -> Any:
+def run(graph: Any, inputs: tuple) -> Any:
     """Run ``graph`` on ``inputs`` (see NOTE [ Last use ])."""
     retraced = _check(graph, inputs)
     if retraced is not None:

@@ -14,18 +14,18 @@ Formal parameters are the inputs, the tensors the function closes over that requ
 values, Python scalars (a NumPy scalar keeps its dtype: ``float32(0.5)``) or constants; keyword
 parameters of the primitive go in brackets, written as literals (``format_literal``).
 Bindings made inside a checkpoint region are printed inside a ``checkpoint NAME { ... }``
-block.
+block. This module holds the values and bindings; ``memgrad.jit.graph`` the program.
 """
 
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Value", "Const", "Binding", "Graph", "format_literal"]
+__all__ = ["Value", "Const", "Binding", "format_literal"]
 
 
 @dataclass(frozen=True)
@@ -110,91 +110,6 @@ class Binding:
             params += "]"
         args = ", ".join(_arg_text(a) for a in self.args)
         return f"{self.out} = {self.op}{params} {args}".rstrip()
-
-
-@dataclass
-class Graph:
-    """A traced program. ``str(graph)`` prints it with types as comments; ``graph.code`` is
-    the text ``memgrad.jit.parse`` reads back; ``graph(*inputs)`` runs it (see
-    ``memgrad.jit.interpret``)."""
-
-    inputs: list[Value]
-    params: list[Value]
-    bindings: list[Binding]
-    outputs: list[Value]
-    tuple_output: bool = False
-    constants: list[Const] = field(default_factory=list)
-    # the parameter tensors, by name, bound at trace time (absent for a parsed graph)
-    bound: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    dynamic: bool = field(default=False, compare=False)
-    function: Any = field(default=None, compare=False, repr=False)
-    # names of the inputs that required grad when traced
-    requires_grad: frozenset = field(default=frozenset(), compare=False)
-    # forward seconds of the traced run
-    seconds: float = field(default=0.0, compare=False)
-    _plan: Any = field(default=None, compare=False, repr=False)
-
-    def _lines(self, types: bool) -> list[str]:
-        formals = (
-            [f"{v}: {v.type_str}" for v in self.inputs]
-            + [f"param {v}: {v.type_str}" for v in self.params]
-            + [
-                f"const {c}: {c.type_str}" + ("" if types else f" = {c.value_text()}")
-                for c in self.constants
-            ]
-        )
-        one_line = f"graph({', '.join(formals)}):"
-        if len(one_line) <= 100:
-            lines = [one_line]
-        else:  # one formal a line
-            lines = [f"graph({formals[0]},"]
-            lines += [f"      {f}," for f in formals[1:-1]]
-            lines.append(f"      {formals[-1]}):")
-        region = None
-        for b in self.bindings:
-            if b.region != region:
-                if region is not None:
-                    lines.append("  }")
-                if b.region is not None:
-                    lines.append(f"  checkpoint {b.region} {{")
-                region = b.region
-            indent = "    " if region is not None else "  "
-            text = indent + str(b)
-            if types:
-                text = f"{text:<56}  # {b.out.type_str}"
-            lines.append(text)
-        if region is not None:
-            lines.append("  }")
-        outs = ", ".join(str(v) for v in self.outputs)
-        if self.tuple_output and len(self.outputs) == 1:
-            outs += ","
-        lines.append(f"  return {outs}")
-        return lines
-
-    def __str__(self) -> str:
-        return "\n".join(self._lines(types=True))
-
-    @property
-    def code(self) -> str:
-        """The program as text (what ``memgrad.jit.parse`` reads)."""
-        return "\n".join(self._lines(types=False)) + "\n"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Graph):
-            return NotImplemented
-        return (
-            self.inputs == other.inputs
-            and self.params == other.params
-            and self.constants == other.constants
-            and self.bindings == other.bindings
-            and self.outputs == other.outputs
-            and self.tuple_output == other.tuple_output
-        )
-
-    def __call__(self, *inputs: Any) -> Any:
-        from memgrad.jit.interpret import run
-
-        return run(self, inputs)
 
 
 def format_literal(v: Any) -> str:

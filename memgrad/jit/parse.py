@@ -35,7 +35,8 @@ import numpy as np
 
 from memgrad.autograd.graph import Meta
 from memgrad.errors import TraceError
-from memgrad.jit.ir import Binding, Const, Graph, Value
+from memgrad.jit.graph import Graph
+from memgrad.jit.ir import Binding, Const, Value
 from memgrad.jit.shapes import DTYPES, elements, result_type
 from memgrad.ops.registry import REGISTRY
 

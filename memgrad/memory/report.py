@@ -6,34 +6,19 @@ import contextlib
 import os
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from memgrad import interpreters
 from memgrad.autograd.grad_mode import enable_grad
 from memgrad.interpreters import Interpreter
 from memgrad.memory.tracker import buffer_of
+from memgrad.records import SavedEntry
 from memgrad.tensor import Tensor
 
 __all__ = ["SavedEntry", "SavedReport", "saved_report"]
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@dataclass
-class SavedEntry:
-    """One tensor saved for backward."""
-
-    shape: tuple[int, ...]
-    dtype: str
-    bytes: int
-    op: str  # the op that saved it
-    source: str  # "file:line" of the user code that called that op
-    region: str | None  # the checkpoint region it was saved in, if any
-    kept: bool  # held from forward to backward (False: recomputed in backward)
-    buffer: int = field(repr=False)  # identity of the storage, to count shared storage once
 
 
 @dataclass
@@ -128,8 +113,9 @@ def saved_report(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> SavedRepo
     """Run ``fn(*args, **kwargs)`` in grad mode and report every tensor its backward will
     need: shape, dtype, bytes, the op that saved it, the line of user code that called the
     op, and whether it is kept until backward or recomputed by a checkpoint region. ``fn``
-    may also be a traced ``memgrad.jit.Graph``: the report then comes from static analysis
-    of the graph, without running it (the source is the binding's text).
+    may also be a traced ``memgrad.jit.Graph`` (anything with a ``saved_entries()`` method):
+    the report then comes from static analysis of the graph, without running it (the source
+    is the binding's text).
 
     Example:
         >>> import memgrad as mg
@@ -138,33 +124,10 @@ def saved_report(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> SavedRepo
         >>> [e.op for e in report.entries]
         ['matmul', 'tanh']
     """
-    from memgrad.jit import Graph
-
-    if isinstance(fn, Graph):
-        return _static_report(fn)
+    static = getattr(fn, "saved_entries", None)
+    if callable(static):
+        return SavedReport(static())
     recorder = _Recorder()
     with enable_grad(), interpreters.push(recorder):
         fn(*args, **kwargs)
     return SavedReport(recorder.entries)
-
-
-def _static_report(graph: Any) -> SavedReport:
-    from memgrad.jit.analysis import _analyse
-
-    ops, buffer = _analyse(graph)
-    roots = {name: i for i, name in enumerate(dict.fromkeys(buffer.values()))}
-    sizes = {v.name: v for v in graph.inputs + graph.params}
-    sizes.update({o.binding.out.name: o.binding.out for o in ops})
-    made_in = {o.binding.out.name: o.region for o in ops}
-    entries = []
-    for o in ops:
-        for v in o.saved:
-            root = sizes[buffer[v.name]]
-            nbytes = int(np.prod(root.shape, dtype=np.int64)) * np.dtype(root.dtype).itemsize
-            # a region keeps its arguments and the parameters; it recomputes what it makes
-            kept = o.region is None or made_in.get(root.name) != o.region
-            entries.append(
-                SavedEntry(v.shape, v.dtype, nbytes, o.binding.op, str(o.binding), o.region,
-                           kept, roots[buffer[v.name]])
-            )
-    return SavedReport(entries)

@@ -13,19 +13,17 @@ import numpy as np
 
 from memgrad.ops import elementwise as ew
 from memgrad.ops import inplace, linalg, movement, reduce
+from memgrad.ops.indexing import gather, max, min, scatter_add, take_along_dim
 from memgrad.ops.movement import (
     cat,
     chunk,
     expand,
     flatten,
-    gather,
     permute,
     reshape,
-    scatter_add,
     split,
     squeeze,
     stack,
-    take_along_dim,
     transpose,
     unsqueeze,
     view,
@@ -37,9 +35,7 @@ from memgrad.ops.reduce import (
     argmin,
     log_softmax,
     logsumexp,
-    max,
     mean,
-    min,
     softmax,
     std,
     sum,

@@ -60,7 +60,11 @@ def _check_float(input: Tensor, api: str) -> None:
 # ---------------------------------------------------------------------------- linear
 
 
-@primitive("linear", saves={"x": (1,), "weight": (0,)}, kind="matmul", accumulates=(1,))
+ADD_BLOCK_BYTES = 1 << 20  # the temporary of one row block of _add_product
+
+
+@primitive("linear", saves={"x": (1,), "weight": (0,)}, kind="matmul", accumulates=(1,),
+           sink_block_bytes=ADD_BLOCK_BYTES)
 def _linear(x, weight, bias):
     # one GEMM over the flattened leading dimensions
     out = np.matmul(x.reshape(-1, x.shape[-1]), weight.T)
@@ -86,9 +90,6 @@ def _(g, out, needs, x, weight, bias, sinks=None):
             gw = g2.mT @ x2
     gb = g2.sum(0) if needs[2] else None
     return gx, gw, gb
-
-
-ADD_BLOCK_BYTES = 1 << 20  # the temporary of one row block of _add_product
 
 
 def _add_product(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:

@@ -5,7 +5,6 @@ composites of primitives."""
 from __future__ import annotations
 
 import builtins
-from collections import namedtuple
 
 import numpy as np
 
@@ -15,11 +14,10 @@ from memgrad.tensor import Tensor
 
 __all__ = [
     "sum", "sum_to", "amax", "amin", "mean", "var", "std", "logsumexp", "softmax",
-    "log_softmax", "softmax_backward", "log_softmax_backward", "max", "min", "argmax",
+    "log_softmax", "softmax_backward", "log_softmax_backward", "argmax",
     "argmin", "normalize_dims",
 ]
 
-MaxResult = namedtuple("MaxResult", ["values", "indices"])
 
 
 def normalize_dims(dim, ndim: int, api: str) -> tuple[int, ...] | None:
@@ -132,52 +130,6 @@ def amin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 def _nonempty(input: Tensor, api: str) -> None:
     if input.numel() == 0:
         raise RuntimeError(f"{api}(): cannot reduce an empty tensor of shape {input.shape}")
-
-
-def max(input: Tensor, dim=None, keepdim: bool = False):
-    """``max(t)``: the largest element (ties share the gradient evenly). ``max(t, dim)``: a
-    ``(values, indices)`` pair as in PyTorch; the gradient goes to the returned index.
-    ``max(a, b)``: elementwise, as ``maximum``.
-
-    Example:
-        >>> import memgrad as mg
-        >>> v, i = mg.tensor([[1.0, 5.0], [7.0, 2.0]]).max(dim=1)
-        >>> v, i
-        (tensor([5., 7.]), tensor([1, 0]))
-    """
-    return _max_min(input, dim, keepdim, amax, np.argmax, "max")
-
-
-def min(input: Tensor, dim=None, keepdim: bool = False):
-    """As ``max``, for the smallest values."""
-    return _max_min(input, dim, keepdim, amin, np.argmin, "min")
-
-
-def _max_min(input, dim, keepdim, reduce_fn, arg_fn, api):
-    from memgrad.ops.elementwise import maximum, minimum
-    from memgrad.ops.movement import gather
-
-    if isinstance(dim, Tensor):
-        return (maximum if api == "max" else minimum)(input, dim)
-    if dim is None:
-        return reduce_fn(input)
-    dims = normalize_dims(dim, input.ndim, api)  # a bad dim is reported under the caller's name
-    if not isinstance(dim, (int, np.integer)):
-        return reduce_fn(input, dim, keepdim)
-    if input.ndim == 0:  # PyTorch allows dim 0 (or -1) on a 0-d tensor: the element itself
-        index = Tensor(np.zeros((), dtype=np.int64))
-        return MaxResult(gather(input, 0, index), index)
-    (d,) = dims
-    if input.shape[d] == 0:
-        raise IndexError(
-            f"{api}(): cannot reduce over dimension {d} of size 0 (input of shape {input.shape})"
-        )
-    # as in PyTorch, the values are gathered at the indices, which backward keeps
-    index = Tensor(arg_fn(input._data, axis=d, keepdims=True).astype(np.int64, copy=False))
-    values = gather(input, d, index)
-    if keepdim:
-        return MaxResult(values, index)
-    return MaxResult(values.squeeze(d), index.squeeze(d))
 
 
 def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:

@@ -64,20 +64,24 @@ class Primitive:
         "differentiable",
         "accumulates",
         "array_params",
+        "sink_block_bytes",
         "inplace",
         "_inplace_variant",
+        "_saves_for",  # needs mask -> saves_for's answer, filled on first use
     )
 
     def __init__(
         self,
         name: str,
         forward: Callable,
+        *,
         saves: dict[str, tuple[int, ...]],
-        broadcasting: bool,
-        view: bool,
-        kind: str,
-        differentiable: bool,
+        broadcasting: bool = False,
+        view: bool = False,
+        kind: str = "elementwise",
+        differentiable: bool = True,
         accumulates: tuple[int, ...] = (),
+        sink_block_bytes: int | None = None,
         array_params: tuple[str, ...] = (),
     ) -> None:
         import inspect
@@ -90,7 +94,9 @@ class Primitive:
         self.kind = kind
         self.differentiable = differentiable
         self.accumulates = accumulates
+        self.sink_block_bytes = sink_block_bytes
         self.array_params = array_params
+        self._saves_for: dict[tuple, tuple[tuple[int, ...], bool]] = {}
         self.inplace = False
         self._inplace_variant: Primitive | None = None
         self.node_name = "".join(p.capitalize() for p in name.split("_")) + "Backward"
@@ -116,6 +122,23 @@ class Primitive:
             else:
                 save_inputs.append((names.index(key), tuple(needed_by)))
         self.save_inputs = tuple(save_inputs)
+
+    def saves_for(self, needs: int) -> tuple[tuple[int, ...], bool]:
+        """The save rule as data: for ``needs``, a bit mask of the inputs that need
+        gradients (bit i for input i), the inputs kept for backward and whether the output
+        is. The dispatcher, the tracer's static analysis and the planner read it.
+
+        Example:
+            >>> import memgrad as mg
+            >>> mg.ops.REGISTRY["mul"].saves_for(0b01)  # x needs a gradient, y not
+            ((1,), False)
+        """
+        rule = self._saves_for.get(needs)
+        if rule is None:
+            inputs = tuple(i for i, by in self.save_inputs if any(needs >> j & 1 for j in by))
+            out = self.save_out is not None and any(needs >> j & 1 for j in self.save_out)
+            rule = self._saves_for[needs] = (inputs, out)
+        return rule
 
     def vjp(self, fn: Callable) -> Callable:
         """Decorator: declare the VJP of this primitive."""
@@ -159,6 +182,7 @@ def primitive(
     kind: str = "elementwise",
     differentiable: bool = True,
     accumulates: tuple[int, ...] = (),
+    sink_block_bytes: int | None = None,
     array_params: tuple[str, ...] = (),
 ) -> Callable[[Callable], Primitive]:
     """Declare a primitive from its forward function (NumPy arrays in, one array out).
@@ -168,7 +192,8 @@ def primitive(
     its first input. ``differentiable=False`` marks ops (comparisons, argmax) whose outputs
     never require grad. ``accumulates`` lists inputs whose gradient the VJP can add straight
     into an existing ``.grad`` (NOTE [ Accumulate in place ] in autograd/engine.py): its VJP
-    then takes ``sinks``, a dict from those input indices to the ``.grad`` tensors.
+    then takes ``sinks``, a dict from those input indices to the ``.grad`` tensors, and
+    ``sink_block_bytes`` says how many bytes at a time it adds there (its transient).
     ``array_params`` names keyword parameters that may hold arrays (index arrays): a
     recorded node keeps private copies of them.
     """
@@ -177,8 +202,9 @@ def primitive(
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is declared twice")
         prim = Primitive(
-            name, forward, saves or {}, broadcasting, view, kind, differentiable, accumulates,
-            array_params,
+            name, forward, saves=saves or {}, broadcasting=broadcasting, view=view, kind=kind,
+            differentiable=differentiable, accumulates=accumulates,
+            sink_block_bytes=sink_block_bytes, array_params=array_params,
         )
         REGISTRY[name] = prim
         return prim
@@ -303,12 +329,15 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     meta = []
     needs = []
     saved: list = []
+    mask = 0
+    bit = 1
     for a in args:
         if isinstance(a, Tensor):
             m = Meta((a._data.shape, a._data.dtype))
             meta.append(m)
             saved.append(m)
             if a._requires_grad:
+                mask |= bit
                 needs.append(True)
                 fn = a.grad_fn
                 edges.append((fn, a.output_nr) if fn is not None else (accumulator(a), 0))
@@ -322,6 +351,7 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
             saved.append(a.copy() if a.__class__ is np.ndarray else a)
             needs.append(False)
             edges.append(_NO_EDGE)
+        bit <<= 1
     node = OpNode.__new__(OpNode)
     node.next_functions = tuple(edges)
     node._sequence_nr = next(_seq)
@@ -333,23 +363,16 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     node._params = prim.own_params(params) if prim.array_params else params
     out.grad_fn = node
     out._requires_grad = True
-    has_saved = False
-    for i, needed_by in prim.save_inputs:
-        for j in needed_by:  # loops, not any(): no generator per call on the hot path
-            if needs[j]:
-                a = args[i]
-                if isinstance(a, Tensor):
-                    saved[i] = save(a, False, prim, i)
-                    has_saved = True
-                break
+    rule = prim._saves_for.get(mask)
+    keep, keep_out = prim.saves_for(mask) if rule is None else rule
+    has_saved = keep_out
+    for i in keep:
+        a = args[i]
+        if isinstance(a, Tensor):
+            saved[i] = save(a, False, prim, i)
+            has_saved = True
     node._saved = saved
-    node._out_saved = None
-    if prim.save_out is not None:
-        for j in prim.save_out:
-            if needs[j]:
-                node._out_saved = save(out, True, prim)
-                has_saved = True
-                break
+    node._out_saved = save(out, True, prim) if keep_out else None
     node._has_saved = has_saved
 
 

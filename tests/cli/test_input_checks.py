@@ -112,14 +112,14 @@ def test_good_numbers_are_kept():
 @pytest.mark.parametrize("d_model, heads, blocks, seq", [(16, 4, 1, 16), (48, 3, 2, 24),
                                                          (64, 4, 4, 64)])
 def test_lm_parameters_counts_the_model(d_model, heads, blocks, seq):
-    from memgrad.cli.train import build_lm, lm_parameters
+    from memgrad.models import build_lm, lm_parameters
 
     model = build_lm(d_model, heads, blocks, seq)
     assert lm_parameters(d_model, blocks, seq) == sum(p.numel() for p in model.parameters())
 
 
 def test_a_model_bigger_than_memory_is_refused_before_building(cli):
-    from memgrad.cli.train import lm_parameters
+    from memgrad.models import lm_parameters
 
     limit = physical_memory()
     if limit is None:

