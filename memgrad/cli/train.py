@@ -431,6 +431,19 @@ def _check_model_fits(args: argparse.Namespace, processes: int) -> None:
         )
 
 
+def _check_sizes(args: argparse.Namespace, processes: int) -> None:
+    """The model's and the budget's flags, checked before any work."""
+    if args.d_model % args.heads:
+        raise CliError(f"--d-model {args.d_model} is not a multiple of --heads {args.heads}; "
+                       "choose sizes such as --d-model 64 --heads 4")
+    _check_model_fits(args, processes)
+    if args.budget is not None:  # an unreadable size fails before any work
+        try:
+            parse_size(args.budget, PERCENT_OF)
+        except SizeError as e:
+            raise CliError(f"--budget: {e}") from None
+
+
 def _run_train(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     if args.nproc is not None and args.nproc < 1:
@@ -449,15 +462,7 @@ def _run_train(args: argparse.Namespace) -> int:
         )
     launching = args.nproc is not None and args.nproc > 1
     ranks = args.nproc if launching else world
-    if args.d_model % args.heads:
-        raise CliError(f"--d-model {args.d_model} is not a multiple of --heads {args.heads}; "
-                       "choose sizes such as --d-model 64 --heads 4")
-    _check_model_fits(args, args.nproc if launching else 1)
-    if args.budget is not None:  # an unreadable size fails before any work
-        try:
-            parse_size(args.budget, PERCENT_OF)
-        except SizeError as e:
-            raise CliError(f"--budget: {e}") from None
+    _check_sizes(args, args.nproc if launching else 1)
     save = check_writable(args.save, "--save", ".npz") if args.save else None
 
     text, files = stdlib_corpus()

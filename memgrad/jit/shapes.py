@@ -136,6 +136,30 @@ def _result_bound(op: str, args: list, params: dict) -> int:
         return max(sizes)
 
 
+def _index_item(i: Any) -> tuple[int, tuple | None]:
+    """How many dimensions item ``i`` of an index takes (-1: a slice, which keeps its
+    dimension) and, for an item that takes part in advanced indexing, its shape."""
+    if i is None or i is Ellipsis:
+        return 0, None
+    if isinstance(i, (bool, np.bool_)):
+        return 0, (int(i),)
+    if isinstance(i, (int, np.integer)):
+        return 1, ()
+    if isinstance(i, slice):
+        for part in (i.start, i.stop, i.step):
+            if part is not None and not isinstance(part, (int, np.integer)):
+                raise ValueError(f"a slice holds {_describe(part)}; use ints or None")
+        return -1, None
+    if isinstance(i, np.ndarray) and i.dtype.kind == "b":
+        return i.ndim, (int(np.count_nonzero(i)),)
+    if isinstance(i, np.ndarray) and i.dtype.kind in "iu":
+        return 1, i.shape
+    raise ValueError(
+        f"an index holds {_describe(i)}; an index holds ints, slices, None, ..., and arrays of "
+        "ints or bools (array([...], int64))"
+    )
+
+
 def _index_bound(shape: tuple, index: Any) -> int:
     """An upper bound on the elements of ``zeros(shape)[index]`` (dimensions a slice keeps
     count in full), from the shapes alone; a ValueError for an index NumPy would refuse."""
@@ -144,30 +168,10 @@ def _index_bound(shape: tuple, index: Any) -> int:
         raise ValueError("an index can hold at most one ...")
     taken, advanced = [], []
     for i in items:
-        if i is None or i is Ellipsis:
-            taken.append(0)
-        elif isinstance(i, (bool, np.bool_)):
-            taken.append(0)
-            advanced.append((int(i),))
-        elif isinstance(i, (int, np.integer)):
-            taken.append(1)
-            advanced.append(())
-        elif isinstance(i, slice):
-            taken.append(-1)  # keeps its dimension
-            for part in (i.start, i.stop, i.step):
-                if part is not None and not isinstance(part, (int, np.integer)):
-                    raise ValueError(f"a slice holds {_describe(part)}; use ints or None")
-        elif isinstance(i, np.ndarray) and i.dtype.kind == "b":
-            taken.append(i.ndim)
-            advanced.append((int(np.count_nonzero(i)),))
-        elif isinstance(i, np.ndarray) and i.dtype.kind in "iu":
-            taken.append(1)
-            advanced.append(i.shape)
-        else:
-            raise ValueError(
-                f"an index holds {_describe(i)}; an index holds ints, slices, None, ..., and "
-                "arrays of ints or bools (array([...], int64))"
-            )
+        n, shape_of = _index_item(i)
+        taken.append(n)
+        if shape_of is not None:
+            advanced.append(shape_of)
     # the dimensions each item takes: from the left up to the ..., from the right after it
     cut = next((k for k, i in enumerate(items) if i is Ellipsis), len(items))
     ndim = len(shape)
