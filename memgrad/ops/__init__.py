@@ -1,7 +1,15 @@
 """The public functions over tensors, and the binding of the op table to ``Tensor``.
 
-Every function here is a primitive of the op table or a composite of primitives; the
-``Tensor`` methods and operators are these same functions, bound once by ``_bind``.
+NOTE [ Public names ]
+Every public function is a primitive of the op table or a composite of primitives, declared
+public where it is defined: a primitive with ``@primitive(..., public=True)``, a composite
+with ``@public`` (``method=False`` for a function that is no Tensor method). This module
+collects them: each is ``mg.<name>`` (``memgrad.ops.<name>``) and a Tensor method of the same
+name, bound once by ``_bind``; a new primitive needs no line here. What is bound by hand
+below maps Python's protocols onto the table: the operators, indexing, the in-place methods
+and the conversions. ``memgrad/ops/__init__.pyi`` and ``memgrad/tensor.pyi``, made from
+these tables by ``python tools/stubs.py``, show all of it to static tools (a test keeps them
+in sync).
 """
 
 from __future__ import annotations
@@ -11,61 +19,14 @@ from typing import Any
 
 import numpy as np
 
+from memgrad.ops import conv, indexing, inplace, linalg, movement, nn, reduce  # noqa: F401
 from memgrad.ops import elementwise as ew
-from memgrad.ops import inplace, linalg, movement, reduce
-from memgrad.ops.indexing import gather, max, min, scatter_add, take_along_dim
-from memgrad.ops.movement import (
-    cat,
-    chunk,
-    expand,
-    flatten,
-    permute,
-    reshape,
-    split,
-    squeeze,
-    stack,
-    transpose,
-    unsqueeze,
-    view,
-)
-from memgrad.ops.reduce import (
-    amax,
-    amin,
-    argmax,
-    argmin,
-    log_softmax,
-    logsumexp,
-    mean,
-    softmax,
-    std,
-    sum,
-    var,
-)
-from memgrad.ops.registry import REGISTRY, Primitive, apply
+from memgrad.ops.registry import METHODS, PUBLIC, Primitive, apply, public
+from memgrad.ops.registry import REGISTRY as REGISTRY
 from memgrad.tensor import Tensor
 
-__all__ = [
-    "REGISTRY", "Primitive",
-    "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "abs", "sign", "tanh",
-    "sigmoid", "relu", "maximum", "minimum", "clamp", "where", "matmul", "allclose",
-    "cat", "stack", "chunk", "split", "reshape", "view", "permute", "transpose", "expand",
-    "squeeze", "unsqueeze", "flatten", "sum", "mean", "max", "min", "amax", "amin", "var",
-    "std", "logsumexp", "softmax", "log_softmax", "argmax", "argmin", "clone", "gather",
-    "take_along_dim", "scatter_add",
-]
 
-neg = ew.neg
-exp = ew.exp
-log = ew.log
-sqrt = ew.sqrt
-abs = ew.abs
-sign = ew.sign
-tanh = ew.tanh
-sigmoid = ew.sigmoid
-relu = ew.relu
-clone = ew.clone
-
-
+@public
 def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     """``input + alpha * other`` with broadcasting.
 
@@ -77,36 +38,43 @@ def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     return ew.add(input, other if alpha == 1 else other * alpha)
 
 
+@public
 def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     """``input - alpha * other`` with broadcasting."""
     return ew.sub(input, other if alpha == 1 else other * alpha)
 
 
+@public
 def mul(input: Any, other: Any) -> Tensor:
     """Elementwise product with broadcasting."""
     return ew.mul(input, other)
 
 
+@public
 def div(input: Any, other: Any) -> Tensor:
     """Elementwise true division with broadcasting."""
     return ew.div(input, other)
 
 
+@public
 def pow(input: Any, exponent: Any) -> Tensor:
     """``input ** exponent`` elementwise."""
     return ew.pow(input, exponent)
 
 
+@public
 def maximum(input: Any, other: Any) -> Tensor:
     """Elementwise maximum (a tie splits the gradient evenly)."""
     return ew.maximum(input, other)
 
 
+@public
 def minimum(input: Any, other: Any) -> Tensor:
     """Elementwise minimum (a tie splits the gradient evenly)."""
     return ew.minimum(input, other)
 
 
+@public
 def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """Limit values to ``[min, max]``; the gradient passes where ``min <= x <= max``.
 
@@ -127,6 +95,7 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     return ew.clamp(input, min=min, max=max)
 
 
+@public(method=False)
 def where(condition: Any, input: Any, other: Any) -> Tensor:
     """Pick ``input`` where ``condition`` holds, else ``other`` (broadcasting all three)."""
     cond = condition._data if isinstance(condition, Tensor) else np.asarray(condition)
@@ -135,6 +104,7 @@ def where(condition: Any, input: Any, other: Any) -> Tensor:
     return ew.where(condition if isinstance(condition, Tensor) else Tensor(cond), input, other)
 
 
+@public
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product with NumPy's rules for 1-D operands and batch broadcasting.
 
@@ -146,6 +116,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     return linalg.matmul(input, other)
 
 
+@public(method=False)
 def allclose(input: Any, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
              equal_nan: bool = False) -> bool:
     """Whether all elements are close: ``|input - other| <= atol + rtol * |other|``."""
@@ -214,20 +185,51 @@ def _sum_to(self: Tensor, shape: tuple) -> Tensor:
     return reduce.sum_to(self, shape=tuple(shape))
 
 
+def _cast(dtype: Any) -> Any:
+    def cast(self: Tensor) -> Tensor:
+        return _to(self, dtype)
+
+    cast.__name__ = np.dtype(dtype).name
+    return cast
+
+
+def _expand_as(self: Tensor, other: Tensor) -> Tensor:
+    return movement.expand(self, other.shape)
+
+
+def _view_as(self: Tensor, other: Tensor) -> Tensor:
+    return movement.view(self, other.shape)
+
+
+def _reshape_as(self: Tensor, other: Tensor) -> Tensor:
+    return movement.reshape(self, other.shape)
+
+
+def _all(self: Tensor, dim: Any = None) -> Tensor:
+    return Tensor(np.all(self._data, axis=dim))
+
+
+def _any(self: Tensor, dim: Any = None) -> Tensor:
+    return Tensor(np.any(self._data, axis=dim))
+
+
+def _pos(self: Tensor) -> Tensor:
+    return self
+
+
+def _t(self: Tensor) -> Tensor:
+    return movement.permute(self, *range(self.ndim - 1, -1, -1))
+
+
+def _mt(self: Tensor) -> Tensor:
+    return movement.transpose(self, -2, -1)
+
+
 def _bind() -> None:
     T = Tensor
-    methods = {
-        "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow, "neg": _unary(neg),
-        "exp": _unary(exp), "log": _unary(log), "sqrt": _unary(sqrt), "abs": _unary(abs),
-        "sign": _unary(sign), "tanh": _unary(tanh), "sigmoid": _unary(sigmoid),
-        "relu": _unary(relu), "clamp": clamp, "maximum": maximum, "minimum": minimum,
-        "matmul": matmul, "sum": sum, "mean": mean, "max": max, "min": min, "amax": amax,
-        "amin": amin, "var": var, "std": std, "logsumexp": logsumexp, "softmax": softmax,
-        "log_softmax": log_softmax, "argmax": argmax, "argmin": argmin, "reshape": reshape,
-        "view": view, "transpose": transpose, "permute": permute, "unsqueeze": unsqueeze,
-        "squeeze": squeeze, "expand": expand, "flatten": flatten, "chunk": chunk,
-        "split": split, "clone": _unary(clone), "to": _to, "sum_to": _sum_to,
-        "gather": gather, "take_along_dim": take_along_dim, "scatter_add": scatter_add,
+    methods = dict(METHODS)
+    methods.update({
+        "to": _to, "sum_to": _sum_to,
         "add_": inplace.add_, "sub_": inplace.sub_, "mul_": inplace.mul_,
         "div_": inplace.div_, "zero_": inplace.zero_, "fill_": inplace.fill_,
         "copy_": inplace.copy_, "clamp_": inplace.clamp_, "relu_": inplace.relu_,
@@ -237,7 +239,7 @@ def _bind() -> None:
         "__truediv__": _binary(ew.div), "__rtruediv__": _reflected(ew.div),
         "__pow__": _binary(ew.pow), "__rpow__": _reflected(ew.pow),
         "__matmul__": _binary(linalg.matmul), "__rmatmul__": _reflected(linalg.matmul),
-        "__neg__": _unary(ew.neg), "__abs__": _unary(ew.abs), "__pos__": lambda s: s,
+        "__neg__": _unary(ew.neg), "__abs__": _unary(ew.abs), "__pos__": _pos,
         "__iadd__": inplace.add_, "__isub__": inplace.sub_, "__imul__": inplace.mul_,
         "__itruediv__": inplace.div_,
         "__eq__": _cmp(ew.eq), "__ne__": _cmp(ew.ne), "__lt__": _cmp(ew.lt),
@@ -246,20 +248,19 @@ def _bind() -> None:
         "__xor__": _binary(ew.logical_xor), "__invert__": _unary(ew.logical_not),
         "logical_not": _unary(ew.logical_not),
         "__getitem__": _getitem, "__setitem__": inplace.setitem, "__iter__": _iter,
-        "float": lambda s: _to(s, np.float32), "double": lambda s: _to(s, np.float64),
-        "long": lambda s: _to(s, np.int64), "int": lambda s: _to(s, np.int32),
-        "bool": lambda s: _to(s, np.bool_),
-        "swapaxes": transpose,
-        "expand_as": lambda s, o: expand(s, o.shape),
-        "view_as": lambda s, o: view(s, o.shape),
-        "reshape_as": lambda s, o: reshape(s, o.shape),
-        "all": lambda s, dim=None: Tensor(np.all(s._data, axis=dim)),
-        "any": lambda s, dim=None: Tensor(np.any(s._data, axis=dim)),
-    }
+        "float": _cast(np.float32), "double": _cast(np.float64), "long": _cast(np.int64),
+        "int": _cast(np.int32), "bool": _cast(np.bool_),
+        "swapaxes": movement.transpose, "expand_as": _expand_as, "view_as": _view_as,
+        "reshape_as": _reshape_as, "all": _all, "any": _any,
+    })
     for name, fn in methods.items():
         setattr(T, name, fn)
-    T.T = property(lambda s: permute(s, *range(s.ndim - 1, -1, -1)))
-    T.mT = property(lambda s: transpose(s, -2, -1))
+    T.T = property(_t)
+    T.mT = property(_mt)
 
 
 _bind()
+
+
+globals().update(PUBLIC)
+__all__ = sorted(PUBLIC)

@@ -100,8 +100,9 @@ def _(g, out, needs, x, y):
     return g / y if needs[0] else None, -g * x / (y * y) if needs[1] else None
 
 
-@primitive("neg")
+@primitive("neg", public=True)
 def neg(x):
+    """``-x`` elementwise."""
     return np.negative(x)
 
 
@@ -134,8 +135,9 @@ def _(g, out, needs, x, y):
     return gx, gy
 
 
-@primitive("exp", saves={"out": (0,)})
+@primitive("exp", saves={"out": (0,)}, public=True)
 def exp(x):
+    """``e ** x`` elementwise."""
     return np.exp(x)
 
 
@@ -144,8 +146,9 @@ def _(g, out, needs, x):
     return (g * out,)
 
 
-@primitive("log", saves={"x": (0,)})
+@primitive("log", saves={"x": (0,)}, public=True)
 def log(x):
+    """The natural logarithm elementwise."""
     return np.log(x)
 
 
@@ -154,8 +157,9 @@ def _(g, out, needs, x):
     return (g / x,)
 
 
-@primitive("sqrt", saves={"out": (0,)})
+@primitive("sqrt", saves={"out": (0,)}, public=True)
 def sqrt(x):
+    """The square root elementwise."""
     return np.sqrt(x)
 
 
@@ -164,8 +168,9 @@ def _(g, out, needs, x):
     return (g / (out * 2),)
 
 
-@primitive("abs", saves={"x": (0,)})
+@primitive("abs", saves={"x": (0,)}, public=True)
 def abs(x):
+    """``|x|`` elementwise (the gradient at 0 is 0)."""
     return np.abs(x)
 
 
@@ -174,13 +179,15 @@ def _(g, out, needs, x):
     return (g * sign(x),)
 
 
-@primitive("sign", differentiable=False)
+@primitive("sign", differentiable=False, public=True)
 def sign(x):
+    """-1, 0 or 1 by the sign of each element (not differentiable)."""
     return np.sign(x)
 
 
-@primitive("tanh", saves={"out": (0,)})
+@primitive("tanh", saves={"out": (0,)}, public=True)
 def tanh(x):
+    """The hyperbolic tangent elementwise."""
     return np.tanh(x)
 
 
@@ -200,8 +207,9 @@ def _(gg, out, needs, g, y):
     return (gg * (1 - y * y) if needs[0] else None, -2 * gg * g * y if needs[1] else None)
 
 
-@primitive("sigmoid", saves={"out": (0,)})
+@primitive("sigmoid", saves={"out": (0,)}, public=True)
 def sigmoid(x):
+    """``1 / (1 + exp(-x))`` elementwise, without overflow."""
     if _kernel_dtype(x):
         from memgrad._kernels import activation
 
@@ -235,8 +243,9 @@ def _(gg, out, needs, g, y):
     )
 
 
-@primitive("relu", saves={"out": (0,)})
+@primitive("relu", saves={"out": (0,)}, public=True)
 def relu(x):
+    """``max(x, 0)`` elementwise (the gradient at 0 is 0)."""
     return np.maximum(x, 0)
 
 
@@ -317,8 +326,9 @@ def _(g, out, needs, x, dtype):
     return (to(g, dtype=x.dtype),)
 
 
-@primitive("clone")
+@primitive("clone", public=True)
 def clone(x):
+    """A copy with its own storage, in the graph (the gradient passes through)."""
     return np.array(x, copy=True)
 
 

@@ -14,7 +14,7 @@ from memgrad.errors import ShapeError
 from memgrad.ops.elementwise import maximum, minimum
 from memgrad.ops.movement import check_indices, expand, getitem, reshape
 from memgrad.ops.reduce import amax, amin, normalize_dims
-from memgrad.ops.registry import primitive
+from memgrad.ops.registry import primitive, public
 from memgrad.tensor import Tensor
 
 __all__ = ["gather", "gather_backward", "take_along_dim", "scatter_add", "max", "min",
@@ -71,6 +71,7 @@ def _index_tensor(index: Any, api: str) -> Tensor:
     return index
 
 
+@public
 def gather(input: Tensor, dim: int, index: Any) -> Tensor:
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim=1`` (likewise for other dims):
     pick elements along ``dim`` at ``index``, which has ``input``'s number of dimensions and
@@ -105,6 +106,7 @@ def gather(input: Tensor, dim: int, index: Any) -> Tensor:
     return _gather(input, index, dim=d)
 
 
+@public
 def take_along_dim(input: Tensor, indices: Any, dim: int) -> Tensor:
     """``gather`` with ``indices`` broadcast against ``input`` in the other dimensions, as
     NumPy's ``take_along_axis``.
@@ -139,6 +141,7 @@ def take_along_dim(input: Tensor, indices: Any, dim: int) -> Tensor:
     return gather(input, d, indices)
 
 
+@public
 def scatter_add(input: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
     """A copy of ``input`` with each element of ``src`` added at its ``index`` along ``dim``
     (repeats summed); ``index`` and ``src`` have the same shape.
@@ -164,6 +167,7 @@ def scatter_add(input: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
     return input + gather_backward(src, index, dim=d, shape=input.shape)
 
 
+@public
 def max(input: Tensor, dim=None, keepdim: bool = False):
     """``max(t)``: the largest element (ties share the gradient evenly). ``max(t, dim)``: a
     ``(values, indices)`` pair as in PyTorch; the gradient goes to the returned index.
@@ -178,6 +182,7 @@ def max(input: Tensor, dim=None, keepdim: bool = False):
     return _max_min(input, dim, keepdim, amax, np.argmax, "max")
 
 
+@public
 def min(input: Tensor, dim=None, keepdim: bool = False):
     """As ``max``, for the smallest values."""
     return _max_min(input, dim, keepdim, amin, np.argmin, "min")

@@ -10,7 +10,7 @@ import numpy as np
 
 from memgrad.errors import ShapeError
 from memgrad.ops.reduce import normalize_dims, sum_to
-from memgrad.ops.registry import REGISTRY, primitive
+from memgrad.ops.registry import REGISTRY, primitive, public
 from memgrad.tensor import Tensor
 
 __all__ = [
@@ -57,6 +57,7 @@ def _(g, out, needs, x, shape):
     return (_reshape(g, shape=x.shape),)
 
 
+@public
 def reshape(input: Tensor, *shape) -> Tensor:
     """A tensor with the same data in a new shape (a view when possible); -1 infers a size.
 
@@ -68,6 +69,7 @@ def reshape(input: Tensor, *shape) -> Tensor:
     return _reshape(input, shape=shape_args(shape, "reshape"))
 
 
+@public
 def view(input: Tensor, *shape) -> Tensor:
     """As ``reshape``, but raises instead of copying when the data cannot be viewed."""
     shape = shape_args(shape, "view")
@@ -92,6 +94,7 @@ def _(g, out, needs, x, dims):
     return (_permute(g, dims=tuple(int(i) for i in np.argsort(dims))),)
 
 
+@public
 def permute(input: Tensor, *dims) -> Tensor:
     """Reorder the dimensions (a view)."""
     dims = shape_args(dims, "permute")
@@ -103,6 +106,7 @@ def permute(input: Tensor, *dims) -> Tensor:
     return _permute(input, dims=tuple(d % input.ndim for d in dims))
 
 
+@public
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dimensions (a view).
 
@@ -129,6 +133,7 @@ def _(g, out, needs, x, shape):
     return (sum_to(g, shape=x.shape),)
 
 
+@public
 def expand(input: Tensor, *sizes) -> Tensor:
     """Broadcast to a larger shape without copying; -1 keeps a size. The result is
     read-only: in-place changes to it raise."""
@@ -145,6 +150,7 @@ def expand(input: Tensor, *sizes) -> Tensor:
     return _expand(input, shape=shape)
 
 
+@public
 def squeeze(input: Tensor, dim=None) -> Tensor:
     """Remove dimensions of size 1 (all of them, or those in ``dim``)."""
     if dim is None:
@@ -155,6 +161,7 @@ def squeeze(input: Tensor, dim=None) -> Tensor:
     return _reshape(input, shape=shape)
 
 
+@public
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """Insert a dimension of size 1 at ``dim``."""
     n = input.ndim + 1
@@ -167,6 +174,7 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
     return _reshape(input, shape=input.shape[:dim] + (1,) + input.shape[dim:])
 
 
+@public
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dimensions ``start_dim..end_dim`` into one."""
     if input.ndim == 0:
@@ -349,6 +357,7 @@ def _(g, out, needs, *xs, dim):
     return tuple(grads)
 
 
+@public(method=False)
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Join tensors along an existing dimension.
 
@@ -377,6 +386,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return _cat(*tensors, dim=d)
 
 
+@public(method=False)
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Join equally shaped tensors along a new dimension."""
     tensors = list(tensors)
@@ -392,6 +402,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return cat([unsqueeze(t, dim) for t in tensors], dim)
 
 
+@public
 def split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     """Split into pieces of ``split_size`` (the last may be smaller) or of the given sizes."""
     (d,) = normalize_dims(dim, input.ndim, "split")
@@ -416,6 +427,7 @@ def split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, 
     return tuple(pieces)
 
 
+@public
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """Split into ``chunks`` pieces of size ``ceil(n / chunks)`` (the last may be smaller), as
     in PyTorch."""

@@ -9,7 +9,7 @@ import builtins
 import numpy as np
 
 from memgrad.ops.elementwise import where
-from memgrad.ops.registry import primitive
+from memgrad.ops.registry import primitive, public
 from memgrad.tensor import Tensor
 
 __all__ = [
@@ -62,6 +62,7 @@ def _(g, out, needs, x, dim, keepdim):
     return (g.expand(x.shape),)
 
 
+@public
 def sum(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Sum over ``dim`` (an int, a tuple, or None for all).
 
@@ -115,12 +116,14 @@ _amax = _extreme("amax", np.max)
 _amin = _extreme("amin", np.min)
 
 
+@public
 def amax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """The largest values over ``dim`` (ties share the gradient evenly)."""
     _nonempty(input, "amax")
     return _amax(input, dim=normalize_dims(dim, input.ndim, "amax"), keepdim=bool(keepdim))
 
 
+@public
 def amin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """The smallest values over ``dim`` (ties share the gradient evenly)."""
     _nonempty(input, "amin")
@@ -132,11 +135,13 @@ def _nonempty(input: Tensor, api: str) -> None:
         raise RuntimeError(f"{api}(): cannot reduce an empty tensor of shape {input.shape}")
 
 
+@public
 def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Index of the largest element over ``dim`` (flattened when ``dim`` is None)."""
     return _arg(input, dim, keepdim, np.argmax, "argmax")
 
 
+@public
 def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Index of the smallest element over ``dim`` (flattened when ``dim`` is None)."""
     return _arg(input, dim, keepdim, np.argmin, "argmin")
@@ -151,6 +156,7 @@ def _arg(input, dim, keepdim, fn, api):
     return Tensor(np.asarray(fn(input._data, axis=d, keepdims=keepdim), dtype=np.int64))
 
 
+@public
 def mean(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Mean over ``dim``.
 
@@ -171,6 +177,7 @@ def _count(shape, dims) -> int:
     return n
 
 
+@public
 def var(input: Tensor, dim=None, keepdim: bool = False, *, unbiased=None, correction=None):
     """Variance over ``dim`` with Bessel's correction (``correction=1``) by default.
 
@@ -187,6 +194,7 @@ def var(input: Tensor, dim=None, keepdim: bool = False, *, unbiased=None, correc
 
 
 
+@public
 def std(input: Tensor, dim=None, keepdim: bool = False, *, unbiased=None, correction=None):
     """Standard deviation over ``dim`` (the square root of ``var``). Where the variance is
     zero the gradient is zero, as in PyTorch (not the NaN of the square root's derivative).
@@ -211,6 +219,7 @@ def _(g, out, needs, v):
     return (where(zero, 0.0, g / (where(zero, 1.0, out) * 2)),)
 
 
+@public
 def logsumexp(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(input)))`` over ``dim``, computed without overflow.
 
@@ -329,6 +338,7 @@ def _softmax_dim(input: Tensor, dim, api: str) -> int:
     return normalize_dims(dim, input.ndim, api)[0]
 
 
+@public
 def softmax(input: Tensor, dim: int) -> Tensor:
     """Softmax over ``dim``: ``exp(x) / sum(exp(x), dim)``, computed without overflow.
 
@@ -342,6 +352,7 @@ def softmax(input: Tensor, dim: int) -> Tensor:
     return _softmax(input, dim=_softmax_dim(input, dim, "softmax"))
 
 
+@public
 def log_softmax(input: Tensor, dim: int) -> Tensor:
     """``log(softmax(input, dim))``, computed stably (``x - logsumexp(x, dim)``).
 

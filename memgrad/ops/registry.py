@@ -42,9 +42,13 @@ from memgrad.autograd.saved import SavedTensor, save
 from memgrad.errors import ShapeError
 from memgrad.tensor import Tensor, wrap
 
-__all__ = ["Primitive", "primitive", "REGISTRY", "Meta", "OpNode", "apply"]
+__all__ = ["Primitive", "primitive", "public", "REGISTRY", "PUBLIC", "METHODS", "Meta", "OpNode",
+           "apply"]
 
 REGISTRY: dict[str, Primitive] = {}
+# NOTE [ Public names ]: what ``mg.<name>`` and ``Tensor.<name>`` are, from the declarations
+PUBLIC: dict[str, Callable] = {}
+METHODS: dict[str, Callable] = {}
 
 
 
@@ -184,6 +188,7 @@ def primitive(
     accumulates: tuple[int, ...] = (),
     sink_block_bytes: int | None = None,
     array_params: tuple[str, ...] = (),
+    public: bool = False,
 ) -> Callable[[Callable], Primitive]:
     """Declare a primitive from its forward function (NumPy arrays in, one array out).
 
@@ -195,7 +200,9 @@ def primitive(
     then takes ``sinks``, a dict from those input indices to the ``.grad`` tensors, and
     ``sink_block_bytes`` says how many bytes at a time it adds there (its transient).
     ``array_params`` names keyword parameters that may hold arrays (index arrays): a
-    recorded node keeps private copies of them.
+    recorded node keeps private copies of them. ``public=True`` makes the primitive itself
+    ``mg.<name>`` and, for a primitive of one tensor input, ``Tensor.<name>`` (NOTE
+    [ Public names ] in ops/__init__.py).
     """
 
     def wrap(forward: Callable) -> Primitive:
@@ -207,9 +214,44 @@ def primitive(
             sink_block_bytes=sink_block_bytes, array_params=array_params,
         )
         REGISTRY[name] = prim
+        if public:
+            PUBLIC[name] = prim
+            METHODS[name] = _unary_method(prim)
         return prim
 
     return wrap
+
+
+def public(fn: Callable | None = None, *, method: bool = True) -> Any:
+    """Declare a public function of the op table (a composite of primitives): it becomes
+    ``mg.<name>`` and, with ``method=True``, ``Tensor.<name>`` (its first argument is then
+    the tensor). NOTE [ Public names ] in ops/__init__.py.
+
+    Example:
+        >>> from memgrad.ops.registry import PUBLIC
+        >>> PUBLIC["mean"].__name__
+        'mean'
+    """
+
+    def wrap(f: Callable) -> Callable:
+        PUBLIC[f.__name__] = f
+        if method:
+            METHODS[f.__name__] = f
+        return f
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def _unary_method(prim: Primitive) -> Callable:
+    def method(self: Tensor) -> Tensor:
+        return apply(prim, (self,), _NO_PARAMS)
+
+    method.__name__ = prim.name
+    method.__doc__ = (prim.forward.__doc__ or "").strip().split("\n")[0] or None
+    return method
+
+
+_NO_PARAMS: dict = {}
 
 
 _RELEASED: list = []
