@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import memgrad as mg
 from memgrad import Tensor
+from memgrad.autograd import FunctionCtx
 
 
 def gradients() -> None:
@@ -15,11 +16,14 @@ def gradients() -> None:
     x = mg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     y = (3 * x**2).sum()
     y.backward()
+    assert x.grad is not None  # filled by backward
     print("d/dx sum(3x^2) at x = [1, 2, 3]:", x.grad.tolist())
 
     t = mg.tensor(2.0, requires_grad=True)
     (d1,) = mg.autograd.grad(t**3, t, create_graph=True)
+    assert d1 is not None
     (d2,) = mg.autograd.grad(d1, t)
+    assert d2 is not None
     print(f"t^3 at t = 2: first derivative {d1.item()}, second derivative {d2.item()}")
 
 
@@ -50,6 +54,7 @@ def hooks() -> None:
     h.retain_grad()
     handle = h.register_hook(lambda g: g.clamp(max=0.5))
     (h * h).sum().backward()
+    assert h.grad is not None and x.grad is not None
     print("hidden grad (clipped by the hook):", h.grad.tolist(), "-> x.grad:", x.grad.tolist())
     handle.remove()
 
@@ -81,20 +86,23 @@ class Cube(mg.autograd.Function):
     """``x ** 3`` with a hand-written backward."""
 
     @staticmethod
-    def forward(ctx, x: Tensor) -> Tensor:
+    def forward(ctx: FunctionCtx, x: Tensor) -> Tensor:
         ctx.save_for_backward(x)
         return x * x * x
 
     @staticmethod
-    def backward(ctx, g: Tensor) -> Tensor:
+    def backward(ctx: FunctionCtx, g: Tensor) -> Tensor:
         (x,) = ctx.saved_tensors
-        return g * 3 * x * x
+        assert x is not None
+        out: Tensor = g * 3 * x * x
+        return out
 
 
 def custom_function() -> None:
     """A ``Function`` defines its own backward and is used through ``apply``."""
     x = mg.tensor([1.0, 2.0], requires_grad=True)
     Cube.apply(x).sum().backward()
+    assert x.grad is not None
     print("Cube.apply: d/dx x^3 at [1, 2] =", x.grad.tolist())
 
 

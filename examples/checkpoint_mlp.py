@@ -31,7 +31,11 @@ def step(segments: int | None) -> tuple[int, dict[str, np.ndarray]]:
         loss = F.mse_loss(out, target)
         del out
         loss.backward()
-    return t.peak_above_start, {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
+    grads = {}
+    for n, p in model.named_parameters():
+        assert p.grad is not None  # every parameter is used
+        grads[n] = p.grad.numpy().copy()
+    return t.peak_above_start, grads
 
 
 plain_peak, plain_grads = step(None)

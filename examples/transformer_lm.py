@@ -32,7 +32,8 @@ class Embed(nn.Module):
         self.positions = nn.Embedding(SEQ, D_MODEL)
 
     def forward(self, idx: mg.Tensor) -> mg.Tensor:
-        return self.tokens(idx) + self.positions(mg.arange(idx.shape[-1]))
+        out: mg.Tensor = self.tokens(idx) + self.positions(mg.arange(idx.shape[-1]))
+        return out
 
 
 class Head(nn.Module):
@@ -44,7 +45,8 @@ class Head(nn.Module):
         self.proj = nn.Linear(D_MODEL, VOCAB)
 
     def forward(self, h: mg.Tensor) -> mg.Tensor:
-        return self.proj(self.norm(h))
+        logits: mg.Tensor = self.proj(self.norm(h))
+        return logits
 
 
 mg.manual_seed(0)

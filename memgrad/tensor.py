@@ -162,7 +162,7 @@ class Tensor:
     def tolist(self) -> Any:
         return self._data.tolist()
 
-    def item(self) -> Any:
+    def item(self) -> float:
         if interpreters.active:
             interpreters.value_read(self, "item()")
         if self._data.size != 1:

@@ -181,14 +181,14 @@ class Function:
         )
 
     @staticmethod
-    def forward(ctx: FunctionCtx, *args: Any) -> Any:
+    def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
         """Compute the outputs from ``args``; override it in the subclass."""
         raise NotImplementedError(
             f"{ctx._forward_cls.__name__} must define forward(ctx, *args) as a @staticmethod"
         )
 
     @staticmethod
-    def backward(ctx: FunctionCtx, *grads: Tensor | None) -> Any:
+    def backward(ctx: Any, *grads: Any, **kwargs: Any) -> Any:
         """Return the gradients of the forward arguments; override it in the subclass."""
         raise NotImplementedError(
             f"{ctx._forward_cls.__name__} must define backward(ctx, *grads) as a "

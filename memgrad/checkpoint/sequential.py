@@ -88,7 +88,7 @@ def _short(value: Any) -> str:
 
 
 def checkpoint_sequential(
-    functions: Sequence[Callable[[Any], Any]],
+    functions: Sequence[Callable[[Any], Any]] | Module,
     segments: Any,
     input: Any,
     use_reentrant: bool = False,

@@ -155,7 +155,7 @@ def _unary(prim: Primitive):
 
 
 def _cmp(prim: Primitive):
-    def method(self: Tensor, other: Any) -> Any:
+    def method(self: Tensor, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
         return apply(prim, (self, other), _NO_PARAMS)

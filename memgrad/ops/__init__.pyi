@@ -1,0 +1,82 @@
+# Made by tools/stubs.py from the op table; do not edit by hand.
+from __future__ import annotations
+
+from typing import Any
+
+from memgrad.ops import conv as conv
+from memgrad.ops import elementwise as elementwise
+from memgrad.ops import indexing as indexing
+from memgrad.ops import inplace as inplace
+from memgrad.ops import linalg as linalg
+from memgrad.ops import movement as movement
+from memgrad.ops import nn as nn
+from memgrad.ops import reduce as reduce
+from memgrad.ops import registry as registry
+from memgrad.ops.registry import REGISTRY as REGISTRY
+from memgrad.ops.registry import Primitive as Primitive
+from memgrad.tensor import Tensor
+
+__all__ = [
+    'abs', 'add', 'allclose', 'amax', 'amin', 'argmax', 'argmin', 'cat', 'chunk', 'clamp', 'clone',
+    'div', 'exp', 'expand', 'flatten', 'gather', 'log', 'log_softmax', 'logsumexp', 'matmul',
+    'max', 'maximum', 'mean', 'min', 'minimum', 'mul', 'neg', 'permute', 'pow', 'relu', 'reshape',
+    'scatter_add', 'sigmoid', 'sign', 'softmax', 'split', 'sqrt', 'squeeze', 'stack', 'std', 'sub',
+    'sum', 'take_along_dim', 'tanh', 'transpose', 'unsqueeze', 'var', 'view', 'where',
+]
+
+from memgrad.ops.elementwise import abs as abs
+from memgrad.ops.elementwise import clone as clone
+from memgrad.ops.elementwise import exp as exp
+from memgrad.ops.elementwise import log as log
+from memgrad.ops.elementwise import neg as neg
+from memgrad.ops.elementwise import relu as relu
+from memgrad.ops.elementwise import sigmoid as sigmoid
+from memgrad.ops.elementwise import sign as sign
+from memgrad.ops.elementwise import sqrt as sqrt
+from memgrad.ops.elementwise import tanh as tanh
+from memgrad.ops.indexing import gather as gather
+from memgrad.ops.indexing import max as max
+from memgrad.ops.indexing import min as min
+from memgrad.ops.indexing import scatter_add as scatter_add
+from memgrad.ops.indexing import take_along_dim as take_along_dim
+from memgrad.ops.movement import cat as cat
+from memgrad.ops.movement import chunk as chunk
+from memgrad.ops.movement import expand as expand
+from memgrad.ops.movement import flatten as flatten
+from memgrad.ops.movement import permute as permute
+from memgrad.ops.movement import reshape as reshape
+from memgrad.ops.movement import split as split
+from memgrad.ops.movement import squeeze as squeeze
+from memgrad.ops.movement import stack as stack
+from memgrad.ops.movement import transpose as transpose
+from memgrad.ops.movement import unsqueeze as unsqueeze
+from memgrad.ops.movement import view as view
+from memgrad.ops.reduce import amax as amax
+from memgrad.ops.reduce import amin as amin
+from memgrad.ops.reduce import argmax as argmax
+from memgrad.ops.reduce import argmin as argmin
+from memgrad.ops.reduce import log_softmax as log_softmax
+from memgrad.ops.reduce import logsumexp as logsumexp
+from memgrad.ops.reduce import mean as mean
+from memgrad.ops.reduce import softmax as softmax
+from memgrad.ops.reduce import std as std
+from memgrad.ops.reduce import sum as sum
+from memgrad.ops.reduce import var as var
+
+def add(input: Any, other: Any, *, alpha: Any = ...) -> Tensor: ...
+def allclose(
+    input: Any,
+    other: Any,
+    rtol: float = ...,
+    atol: float = ...,
+    equal_nan: bool = ...,
+) -> bool: ...
+def clamp(input: Tensor, min: Any = ..., max: Any = ...) -> Tensor: ...
+def div(input: Any, other: Any) -> Tensor: ...
+def matmul(input: Tensor, other: Tensor) -> Tensor: ...
+def maximum(input: Any, other: Any) -> Tensor: ...
+def minimum(input: Any, other: Any) -> Tensor: ...
+def mul(input: Any, other: Any) -> Tensor: ...
+def pow(input: Any, exponent: Any) -> Tensor: ...
+def sub(input: Any, other: Any, *, alpha: Any = ...) -> Tensor: ...
+def where(condition: Any, input: Any, other: Any) -> Tensor: ...
