@@ -38,16 +38,16 @@ class set_detect_anomaly(_mode):
     def __init__(self, mode: bool) -> None:
         self._enabled = bool(mode)
         self._prev = state.anomaly
-        state.anomaly = self._enabled
+        _set(self._enabled)
 
     def __enter__(self) -> None:
         pass
 
     def __exit__(self, *exc: object) -> None:
-        state.anomaly = self._prev
+        _set(self._prev)
 
     def __call__(self, fn: Any) -> Any:
-        state.anomaly = self._prev
+        _set(self._prev)
         enabled = self._enabled
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -74,6 +74,11 @@ class detect_anomaly(set_detect_anomaly):
 
     def __init__(self) -> None:
         super().__init__(True)
+
+
+def _set(enabled: bool) -> None:
+    state.anomaly = enabled
+    state.plain = not enabled and not state.saved_hooks
 
 
 def forward_trace() -> str:

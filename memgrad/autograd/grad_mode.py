@@ -23,6 +23,8 @@ class _State(threading.local):
     anomaly = False
     # stack of (pack, unpack, with_op) from graph.saved_tensors_hooks; innermost last
     saved_hooks: tuple = ()
+    # neither anomaly mode nor saved-tensor hooks: the dispatcher's one check for both
+    plain = True
 
 
 state = _State()

@@ -228,10 +228,12 @@ class saved_tensors_hooks:
         state.saved_hooks = state.saved_hooks + (
             (self.pack_hook, self.unpack_hook, self.with_op),
         )
+        state.plain = False
         return self
 
     def __exit__(self, *exc: object) -> None:
         state.saved_hooks = state.saved_hooks[:-1]
+        state.plain = not state.saved_hooks and not state.anomaly
 
 
 class saved_tensors_hooks_with_op(saved_tensors_hooks):

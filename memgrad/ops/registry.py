@@ -45,6 +45,7 @@ from memgrad.tensor import Tensor, wrap
 __all__ = ["Primitive", "primitive", "public", "REGISTRY", "PUBLIC", "METHODS", "Meta", "OpNode",
            "apply"]
 
+_NDARRAY = np.ndarray  # a module global: cheaper on the per-op path than np.ndarray
 REGISTRY: dict[str, Primitive] = {}
 # NOTE [ Public names ]: what ``mg.<name>`` and ``Tensor.<name>`` are, from the declarations
 PUBLIC: dict[str, Callable] = {}
@@ -326,13 +327,13 @@ def apply(prim: Primitive, args: tuple, params: dict, _dispatched: bool = False)
         out_data = prim.forward(*datas, **params) if params else prim.forward(*datas)
     except (ValueError, IndexError, TypeError) as e:
         raise _op_error(prim, args, e) from e
-    if out_data.__class__ is not np.ndarray:
+    if out_data.__class__ is not _NDARRAY:
         out_data = np.asarray(out_data)  # a NumPy scalar from a full reduction
     out = wrap(out_data)
     if prim.view:
         _make_view(out, args[0], prim, params)
     if _dispatched and not any(
-        d.__class__ is np.ndarray and np.may_share_memory(d, out_data) for d in datas
+        d.__class__ is _NDARRAY and np.may_share_memory(d, out_data) for d in datas
     ):
         interpreters.tensor_made(out)  # new storage (a view or alias of an input is not)
     if grad and state.grad_enabled and prim.differentiable and out_data.dtype.kind == "f":
@@ -368,16 +369,17 @@ class _Next:
 def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     """Make ``out``'s node: its edges, and what it saves for backward."""
     edges = []
-    meta = []
+    meta: list = []
     needs = []
-    saved: list = []
     mask = 0
     bit = 1
+    constants = False
     for a in args:
         if isinstance(a, Tensor):
-            m = Meta((a._data.shape, a._data.dtype))
-            meta.append(m)
-            saved.append(m)
+            d = a._data
+            key = (d.shape, d.dtype)
+            m = _METAS.get(key)
+            meta.append(m if m is not None else _meta(key))
             if a._requires_grad:
                 mask |= bit
                 needs.append(True)
@@ -388,18 +390,20 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
                 edges.append(_NO_EDGE)
         else:
             meta.append(None)
-            # constants reach the VJP as values; an array is copied, so that a change to the
-            # caller's array after forward cannot change the gradient
-            saved.append(a.copy() if a.__class__ is np.ndarray else a)
             needs.append(False)
             edges.append(_NO_EDGE)
+            constants = True
         bit <<= 1
     node = OpNode.__new__(OpNode)
     node.next_functions = tuple(edges)
     node._sequence_nr = next(_seq)
     node._hooks = None
     node._input_meta = tuple(meta)
-    node._trace = _anomaly_trace() if state.anomaly else None
+    saved = meta  # what the VJP gets: each input's Meta, unless kept below, or the constant
+    if constants:
+        _constants(saved, args)
+    plain = state.plain and not interpreters.active  # no anomaly, hooks or interpreters
+    node._trace = None if plain or not state.anomaly else _anomaly_trace()
     node.prim = prim
     node._needs = needs
     node._params = prim.own_params(params) if prim.array_params else params
@@ -411,11 +415,31 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     for i in keep:
         a = args[i]
         if isinstance(a, Tensor):
-            saved[i] = save(a, False, prim, i)
+            saved[i] = SavedTensor(a) if plain else save(a, False, prim, i)
             has_saved = True
     node._saved = saved
-    node._out_saved = save(out, True, prim) if keep_out else None
+    node._out_saved = (SavedTensor(out, True) if plain else save(out, True, prim)) if keep_out \
+        else None
     node._has_saved = has_saved
+
+
+# one Meta per (shape, dtype), shared by the nodes (a bounded cache)
+_METAS: dict[tuple, Meta] = {}
+
+
+def _meta(key: tuple) -> Meta:
+    if len(_METAS) > 4096:
+        _METAS.clear()
+    m = _METAS[key] = Meta(key)
+    return m
+
+
+def _constants(saved: list, args: tuple) -> None:
+    # constants reach the VJP as values; an array is copied, so that a change to the
+    # caller's array after forward cannot change the gradient
+    for i, a in enumerate(args):
+        if not isinstance(a, Tensor):
+            saved[i] = a.copy() if a.__class__ is _NDARRAY else a
 
 
 _NO_EDGE = (None, 0)
