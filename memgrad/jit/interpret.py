@@ -102,6 +102,14 @@ def run(graph: Any, inputs: tuple) -> Any:
             f"memgrad.jit: parameters {missing} are not bound; a parsed graph needs its "
             "parameter tensors: graph.bound.update(name=tensor, ...) before calling it"
         )
+    for v in graph.params:  # the kernels trust the types the graph declares
+        t = graph.bound[v.name]
+        if not isinstance(t, Tensor) or tuple(t.shape) != v.shape or t.dtype.name != v.dtype:
+            got = f"{t.dtype.name}{list(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
+            raise TraceError(
+                f"memgrad.jit: parameter {v} is declared {v.type_str} but bound to {got}; bind "
+                "a tensor of the declared shape and dtype"
+            )
     if graph._plan is None:
         graph._plan = _Plan(graph)
     plan: _Plan = graph._plan

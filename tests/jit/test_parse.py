@@ -389,3 +389,13 @@ def test_mutated_texts_parse_or_raise_trace_error(k, edits):
         return
     assert isinstance(g, mg.jit.Graph)
     assert mg.jit.parse(g.code).code == g.code
+
+
+def test_a_parameter_bound_to_a_tensor_of_another_type_is_refused_before_any_kernel_runs():
+    w = mg.ones(3, 3, requires_grad=True)
+    g = mg.jit.trace(lambda x: (x @ w).softmax(-1), mg.ones(2, 3))
+    parsed = mg.jit.parse(g.code)
+    parsed.bound[g.params[0].name] = mg.ones(5, 5)
+    with pytest.raises(mg.TraceError,
+                       match=r"declared float32\[3, 3\] but bound to float32\[5, 5\]"):
+        parsed(mg.ones(2, 3))
