@@ -190,6 +190,10 @@ def ops_stub() -> str:
             imported.append((module, name))
     lines.extend(f"from {m} import {n} as {n}\n" for m, n in sorted(imported))
     lines.append("\n")
+    lines.append("HANDLES: dict[str, Any]\n")
+    # the primitives that are their own handles (NOTE [ Op handles ] in ops/__init__.py)
+    lines.extend(f"{n}: Primitive\n" for n in sorted(ops.HANDLES) if n not in PUBLIC)
+    lines.append("\n")
     lines.extend(here)
     return "".join(lines)
 

@@ -263,4 +263,13 @@ _bind()
 
 
 globals().update(PUBLIC)
+
+# NOTE [ Op handles ]
+# Every primitive has one public handle, the object a selective-checkpoint policy receives
+# as ``op`` (``policy_fn(ctx, op, *args, **params)``): its public function where it has one
+# of the same name (``mg.ops.matmul``), else the primitive record itself, reachable as
+# ``mg.ops.<name>`` too (``mg.ops.linear``, ``mg.ops.gelu``). Made from the op table, so a
+# new primitive has its handle; docs/checkpointing.md's table is made by tools/op_handles.py.
+HANDLES: dict[str, Any] = {name: PUBLIC.get(name, prim) for name, prim in REGISTRY.items()}
+globals().update({name: h for name, h in HANDLES.items() if name not in PUBLIC})
 __all__ = sorted(PUBLIC)

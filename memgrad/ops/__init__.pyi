@@ -63,6 +63,47 @@ from memgrad.ops.reduce import std as std
 from memgrad.ops.reduce import sum as sum
 from memgrad.ops.reduce import var as var
 
+HANDLES: dict[str, Any]
+conv2d: Primitive
+conv2d_input_grad: Primitive
+conv2d_weight_grad: Primitive
+copy: Primitive
+dropout: Primitive
+embedding: Primitive
+eq: Primitive
+fill: Primitive
+gather_backward: Primitive
+ge: Primitive
+gelu: Primitive
+gelu_backward: Primitive
+getitem: Primitive
+gt: Primitive
+index_put: Primitive
+index_scatter: Primitive
+layer_norm: Primitive
+layer_norm_backward: Primitive
+layer_norm_weight_grad: Primitive
+le: Primitive
+linear: Primitive
+log_softmax_backward: Primitive
+logical_and: Primitive
+logical_not: Primitive
+logical_or: Primitive
+logical_xor: Primitive
+lt: Primitive
+max_pool2d: Primitive
+max_pool2d_backward: Primitive
+ne: Primitive
+nll_loss: Primitive
+nll_loss_backward: Primitive
+sigmoid_backward: Primitive
+softmax_backward: Primitive
+std_from_var: Primitive
+sum_to: Primitive
+tanh_backward: Primitive
+to: Primitive
+view_write: Primitive
+
 def add(input: Any, other: Any, *, alpha: Any = ...) -> Tensor: ...
 def allclose(
     input: Any,
