@@ -105,9 +105,7 @@ class PolicyChooser(Chooser):
         )
 
     def keep(self, prim: Any, args: tuple, params: dict, is_recompute: bool) -> bool:
-        from memgrad.ops import HANDLES
-
-        answer = self.policy_fn(self.contexts[is_recompute], HANDLES[prim.name], *args, **params)
+        answer = self.policy_fn(self.contexts[is_recompute], _handle(prim.name), *args, **params)
         if isinstance(answer, bool):
             return answer
         if not isinstance(answer, CheckpointPolicy):
@@ -134,11 +132,23 @@ class _SelectiveContext:
         return None
 
 
+def _handle(name: str) -> Any:
+    """The public handle of primitive ``name`` (NOTE [ Op handles ] in ops/__init__.py), also
+    for a primitive declared after ``memgrad.ops`` was imported."""
+    from memgrad.ops import HANDLES, REGISTRY
+    from memgrad.ops.registry import PUBLIC
+
+    h = HANDLES.get(name)
+    if h is None:
+        h = HANDLES[name] = PUBLIC.get(name, REGISTRY[name])
+    return h
+
+
 def _ops_policy(ops: list) -> Callable[..., CheckpointPolicy]:
     from memgrad.ops import HANDLES, REGISTRY
 
-    names = set()
     by_handle = {id(h): name for name, h in HANDLES.items()}
+    chosen = set()
     for op in ops:
         name = by_handle.get(id(op))
         if name is None and getattr(op, "name", None) in REGISTRY and REGISTRY[op.name] is op:
@@ -151,11 +161,10 @@ def _ops_policy(ops: list) -> Callable[..., CheckpointPolicy]:
                 f"memgrad.ops.HANDLES, e.g. mg.ops.matmul) or an op record, but got {op!r} of "
                 f"type {type(op).__name__}{hint}. Pass the handles of the ops to save."
             )
-        names.add(name)
-    chosen = frozenset(names)
+        chosen.add(id(_handle(name)))
 
     def policy(ctx: SelectiveCheckpointContext, op: Any, *args: Any, **params: Any) -> Any:
-        return (CheckpointPolicy.MUST_SAVE if by_handle.get(id(op)) in chosen
+        return (CheckpointPolicy.MUST_SAVE if id(op) in chosen
                 else CheckpointPolicy.PREFER_RECOMPUTE)
 
     return policy
