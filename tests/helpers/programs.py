@@ -27,6 +27,7 @@ never repeat a position.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +37,7 @@ from hypothesis import strategies as st
 
 import memgrad as mg
 import memgrad.nn.functional as F
-from memgrad.checkpoint import checkpoint
+from memgrad.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 from memgrad.checkpoint import policy as ckpt_policy
 
 __all__ = [
@@ -103,6 +104,12 @@ class Region:
     outputs: tuple[int, ...]
     reentrant: bool
     policy: str
+    # non-reentrant only: early stop, PyTorch's spelling of the policy (context_fn with
+    # create_selective_checkpoint_contexts) instead of policy=, and a nested region run as
+    # its own checkpoint inside this one
+    early_stop: bool = True
+    sac: bool = False
+    inner: Region | None = None
 
 
 @dataclass
@@ -180,17 +187,7 @@ class Program:
                 lines.append(_code(self.instrs[k], n))
                 k += 1
                 continue
-            a = ", ".join(n[r] for r in reg.args)
-            lines.append(f"def region{reg.start}({a}):  # reads by closure: "
-                         f"{', '.join(n[r] for r in reg.closure) or '-'}")
-            lines += ["    " + _code(ins, n) for ins in self.instrs[reg.start:reg.stop]]
-            outs = ", ".join(n[r] for r in reg.outputs)
-            lines.append(f"    return ({outs},)")
-            opts = "use_reentrant=True" if reg.reentrant else (
-                "use_reentrant=False" + ("" if reg.policy == "none"
-                                         else f", policy=policy.{reg.policy}"))
-            lines.append(f"({outs},) = checkpoint(region{reg.start}, {a}{', ' if a else ''}"
-                         f"{opts})")
+            lines += self._region_source(reg, "")
             k = reg.stop
         terms = [f"({n[r]} * mg.tensor(np.random.default_rng([{self.seed}, 7, {j}])"
                  f".standard_normal({self.out_shapes[j]}))).sum()"
@@ -201,6 +198,32 @@ class Program:
             lines.append("    " + _mutation_code(mutation, n))
         lines.append("loss.backward()")
         return "\n".join(lines)
+
+    def _region_source(self, reg: Region, pad: str) -> list[str]:
+        n = self.names
+        a = ", ".join(n[r] for r in reg.args)
+        lines = [f"{pad}def region{reg.start}({a}):  # reads by closure: "
+                 f"{', '.join(n[r] for r in reg.closure) or '-'}"]
+        k = reg.start
+        while k < reg.stop:
+            if reg.inner is not None and k == reg.inner.start:
+                lines += self._region_source(reg.inner, pad + "    ")
+                k = reg.inner.stop
+            else:
+                lines.append(pad + "    " + _code(self.instrs[k], n))
+                k += 1
+        outs = ", ".join(n[r] for r in reg.outputs)
+        lines.append(f"{pad}    return ({outs},)")
+        if reg.reentrant:
+            opts = "use_reentrant=True"
+        else:
+            opts = "use_reentrant=False" + ("" if reg.early_stop else ", early_stop=False")
+            if reg.policy != "none":
+                opts += (f", context_fn=sac(policy.{reg.policy})" if reg.sac
+                         else f", policy=policy.{reg.policy}")
+        lines.append(f"{pad}({outs},) = checkpoint(region{reg.start}, {a}{', ' if a else ''}"
+                     f"{opts})")
+        return lines
 
     def __repr__(self) -> str:
         return "Program:\n" + self.source()
@@ -659,21 +682,44 @@ def _exec(env: dict, ins: Instr) -> None:
         env[ins.out] = out
 
 
-def _run_region(prog: Program, env: dict, reg: Region) -> None:
-    instrs = prog.instrs[reg.start:reg.stop]
+def _sac(predicate: Callable | None) -> Callable:
+    """``predicate`` (over op records) as a selective-checkpoint ``context_fn``."""
 
+    def policy_fn(ctx: Any, op: Any, *args: Any, **params: Any) -> CheckpointPolicy:
+        prim = mg.ops.REGISTRY[_NAME_OF[id(op)]]
+        return (CheckpointPolicy.MUST_SAVE if predicate is not None and predicate(prim)
+                else CheckpointPolicy.PREFER_RECOMPUTE)
+
+    return functools.partial(create_selective_checkpoint_contexts, policy_fn,
+                             allow_cache_entry_mutation=True)
+
+
+_NAME_OF = {id(h): name for name, h in mg.ops.HANDLES.items()}
+
+
+def _run_region(prog: Program, env: dict, reg: Region) -> None:
     def region(*tensors: mg.Tensor) -> tuple:
         local = {r: env[r] for r in reg.closure}  # read when the function runs
         local.update(zip(reg.args, tensors))
-        for ins in instrs:
-            _exec(local, ins)
+        k = reg.start
+        while k < reg.stop:
+            if reg.inner is not None and k == reg.inner.start:
+                _run_region(prog, local, reg.inner)
+                k = reg.inner.stop
+            else:
+                _exec(local, prog.instrs[k])
+                k += 1
         return tuple(local[r] for r in reg.outputs)
 
     args = [env[r] for r in reg.args]
     if reg.reentrant:
         outs = checkpoint(region, *args, use_reentrant=True)
+    elif reg.sac:
+        outs = checkpoint(region, *args, use_reentrant=False, early_stop=reg.early_stop,
+                          context_fn=_sac(POLICIES[reg.policy]))
     else:
-        outs = checkpoint(region, *args, use_reentrant=False, policy=POLICIES[reg.policy])
+        outs = checkpoint(region, *args, use_reentrant=False, early_stop=reg.early_stop,
+                          policy=POLICIES[reg.policy])
     if isinstance(outs, mg.Tensor):
         outs = (outs,)
     env.update(zip(reg.outputs, outs))
@@ -1437,6 +1483,37 @@ def _region_ok(g: _Gen, start: int, stop: int, outputs_after: Callable) -> bool:
     return bool(outs) and all(g.kinds[r] == "f" for r in outs)
 
 
+def _draw_region(draw: Callable, g: _Gen, start: int, stop: int, outputs: list[int]) -> Region:
+    """A checkpointed region over instructions ``start:stop`` returning ``outputs``: which
+    registers it takes as arguments and which by closure, its variant and policy."""
+    inside = {ins.out for ins in g.instrs[start:stop] if ins.out is not None}
+    reads = list(dict.fromkeys(r for ins in g.instrs[start:stop] for r in ins.args
+                               if r not in inside))
+    closure = [r for r in reads if draw(st.booleans())]
+    args = [r for r in reads if r not in closure]
+    reentrant = draw(st.booleans())
+    before = g.grad_before[start]
+
+    def grad(r: int, before: list[bool] = before) -> bool:
+        # at the region's start (leaves drawn later are inputs)
+        return g.kinds[r] == "f" and (before[r] if r < len(before) else
+                                      g.origin[r] == "leaf")
+
+    if reentrant and not any(grad(r) for r in args):
+        # the reentrant variant needs an argument that requires grad (as in PyTorch)
+        movable = [r for r in closure if grad(r)]
+        if movable:
+            closure.remove(movable[0])
+            args.append(movable[0])
+        else:
+            reentrant = False
+    pol = "none" if reentrant else draw(st.sampled_from(sorted(POLICIES)))
+    early_stop = reentrant or draw(st.booleans(), label="early stop")
+    sac = not reentrant and pol != "none" and draw(st.booleans(), label="sac")
+    return Region(start, stop, tuple(args), tuple(closure), tuple(outputs), reentrant, pol,
+                  early_stop, sac)
+
+
 @st.composite
 def programs(draw: Callable, inplace: bool = False, max_instrs: int = 8,
              max_regions: int = 2, max_leaves: int = 5) -> Program:
@@ -1488,30 +1565,12 @@ def programs(draw: Callable, inplace: bool = False, max_instrs: int = 8,
             stop -= 1
         if stop == start:
             continue
-        inside = {ins.out for ins in g.instrs[start:stop] if ins.out is not None}
-        reads = list(dict.fromkeys(r for ins in g.instrs[start:stop] for r in ins.args
-                                   if r not in inside))
-        closure = [r for r in reads if draw(st.booleans())]
-        args = [r for r in reads if r not in closure]
-        reentrant = draw(st.booleans())
-        before = g.grad_before[start]
-
-        def grad(r: int, before: list[bool] = before) -> bool:
-            # at the region's start (leaves drawn later are inputs)
-            return g.kinds[r] == "f" and (before[r] if r < len(before) else
-                                          g.origin[r] == "leaf")
-
-        if reentrant and not any(grad(r) for r in args):
-            # the reentrant variant needs an argument that requires grad (as in PyTorch)
-            movable = [r for r in closure if grad(r)]
-            if movable:
-                closure.remove(movable[0])
-                args.append(movable[0])
-            else:
-                reentrant = False
-        pol = "none" if reentrant else draw(st.sampled_from(sorted(POLICIES)))
-        regions.append(Region(start, stop, tuple(args), tuple(closure),
-                              tuple(outputs_after(start, stop)), reentrant, pol))
+        reg = _draw_region(draw, g, start, stop, outputs_after(start, stop))
+        if stop - start >= 2 and draw(st.booleans(), label="nested"):
+            split = draw(st.integers(start + 1, stop - 1))
+            if _region_ok(g, start, split, outputs_after):
+                reg.inner = _draw_region(draw, g, start, split, outputs_after(start, split))
+        regions.append(reg)
         taken = stop
 
     return Program(
