@@ -23,12 +23,14 @@ from memgrad import factories
 from memgrad.ops import (  # noqa: F401
     arrange,
     conv,
+    draws,
     indexing,
     inplace,
     linalg,
     movement,
     nn,
     reduce,
+    resample,
     unary,
 )
 from memgrad.ops import elementwise as ew
@@ -315,6 +317,7 @@ def _bind() -> None:
         "add_": inplace.add_, "sub_": inplace.sub_, "mul_": inplace.mul_,
         "div_": inplace.div_, "zero_": inplace.zero_, "fill_": inplace.fill_,
         "copy_": inplace.copy_, "clamp_": inplace.clamp_, "relu_": inplace.relu_,
+        "normal_": draws.normal_, "uniform_": draws.uniform_,
         "__add__": _binary(ew.add), "__radd__": _reflected(ew.add),
         "__sub__": _binary(ew.sub), "__rsub__": _reflected(ew.sub),
         "__mul__": _binary(ew.mul), "__rmul__": _reflected(ew.mul),

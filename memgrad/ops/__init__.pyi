@@ -18,14 +18,14 @@ from memgrad.tensor import Tensor
 
 __all__ = [
     'abs', 'add', 'addmm', 'allclose', 'amax', 'amin', 'argmax', 'argmin', 'argsort', 'baddbmm',
-    'bmm', 'cat', 'ceil', 'chunk', 'clamp', 'clone', 'cos', 'cumsum', 'div', 'einsum', 'erf',
-    'exp', 'expand', 'expm1', 'flatten', 'flip', 'floor', 'gather', 'index_select', 'isfinite',
-    'isnan', 'log', 'log1p', 'log_softmax', 'logsumexp', 'masked_fill', 'matmul', 'max', 'maximum',
-    'mean', 'min', 'minimum', 'mul', 'neg', 'norm', 'outer', 'permute', 'pow', 'prod', 'relu',
-    'repeat', 'repeat_interleave', 'reshape', 'roll', 'round', 'rsqrt', 'scatter', 'scatter_add',
-    'sigmoid', 'sign', 'sin', 'softmax', 'sort', 'split', 'sqrt', 'squeeze', 'stack', 'std', 'sub',
-    'sum', 'take_along_dim', 'tanh', 'topk', 'transpose', 'tril', 'triu', 'unsqueeze', 'var',
-    'view', 'where',
+    'bernoulli', 'bmm', 'cat', 'ceil', 'chunk', 'clamp', 'clone', 'cos', 'cumsum', 'div', 'einsum',
+    'erf', 'exp', 'expand', 'expm1', 'flatten', 'flip', 'floor', 'gather', 'index_select',
+    'isfinite', 'isnan', 'log', 'log1p', 'log_softmax', 'logsumexp', 'masked_fill', 'matmul',
+    'max', 'maximum', 'mean', 'min', 'minimum', 'mul', 'multinomial', 'neg', 'norm', 'outer',
+    'permute', 'pow', 'prod', 'relu', 'repeat', 'repeat_interleave', 'reshape', 'roll', 'round',
+    'rsqrt', 'scatter', 'scatter_add', 'sigmoid', 'sign', 'sin', 'softmax', 'sort', 'split',
+    'sqrt', 'squeeze', 'stack', 'std', 'sub', 'sum', 'take_along_dim', 'tanh', 'topk', 'transpose',
+    'tril', 'triu', 'unsqueeze', 'var', 'view', 'where',
 ]
 
 from memgrad.ops.arrange import argsort as argsort
@@ -42,6 +42,8 @@ from memgrad.ops.arrange import sort as sort
 from memgrad.ops.arrange import topk as topk
 from memgrad.ops.arrange import tril as tril
 from memgrad.ops.arrange import triu as triu
+from memgrad.ops.draws import bernoulli as bernoulli
+from memgrad.ops.draws import multinomial as multinomial
 from memgrad.ops.elementwise import abs as abs
 from memgrad.ops.elementwise import clone as clone
 from memgrad.ops.elementwise import exp as exp

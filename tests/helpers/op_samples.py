@@ -929,6 +929,54 @@ case("amax", "norm-inf", inputs(distinct(3, 4)), lambda x: mg.linalg.vector_norm
      lambda x: np.abs(x).max(1))
 
 
+_F = mg.nn.functional
+case("pad", "prim-grow-and-crop", inputs(normal(3, 4)),
+     lambda x: P("pad")(x, widths=((1, -1), (-2, 3)), value=0.5),
+     lambda x: np.pad(x[:-1, 2:], ((1, 0), (0, 3)), constant_values=0.5))
+case("pad", "public-last-two", inputs(normal(2, 3, 2)), lambda x: _F.pad(x, (1, 0, 2, 1)),
+     lambda x: np.pad(x, ((0, 0), (2, 1), (1, 0))))
+for mode, np_mode in (("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")):
+    case("getitem", f"pad-{mode}", inputs(normal(2, 3, 4)),
+         lambda x, mode=mode: _F.pad(x, (2, 1, 1, 2), mode=mode),
+         lambda x, np_mode=np_mode: np.pad(x, ((0, 0), (1, 2), (2, 1)), mode=np_mode))
+case("getitem", "interpolate-nearest", inputs(normal(1, 2, 3, 2)),
+     lambda x: _F.interpolate(x, size=(5, 3)),
+     lambda x: x[:, :, [0, 0, 1, 1, 2]][:, :, :, [0, 0, 1]])
+case("getitem", "interpolate-nearest-1d-down", inputs(normal(2, 1, 5)),
+     lambda x: _F.interpolate(x, scale_factor=0.5), lambda x: x[:, :, [0, 2]])
+case("mul", "interpolate-bilinear", inputs(normal(1, 2, 2, 3)),
+     lambda x: _F.interpolate(x, scale_factor=2, mode="bilinear"),
+     lambda x: _np_bilinear(x, 4, 6, False))
+case("mul", "interpolate-bilinear-align-corners", inputs(normal(2, 1, 3, 2)),
+     lambda x: _F.interpolate(x, size=(4, 3), mode="bilinear", align_corners=True),
+     lambda x: _np_bilinear(x, 4, 3, True))
+case("mul", "interpolate-linear", inputs(normal(1, 2, 4)),
+     lambda x: _F.interpolate(x, size=3, mode="linear"),
+     lambda x: _np_bilinear(x[:, :, None], 1, 3, False)[:, :, 0])
+
+
+def _np_bilinear(x: np.ndarray, oh: int, ow: int, align: bool) -> np.ndarray:
+    """Bilinear resizing one output pixel at a time, as PyTorch's formulas state it."""
+    n, c, h, w = x.shape
+    out = np.zeros((n, c, oh, ow))
+
+    def src(i: int, size_in: int, size_out: int) -> float:
+        if align:
+            return i * (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+        return max((i + 0.5) * size_in / size_out - 0.5, 0.0)
+
+    for i in range(oh):
+        for j in range(ow):
+            y, z = src(i, h, oh), src(j, w, ow)
+            y0, z0 = min(int(y), h - 1), min(int(z), w - 1)
+            y1, z1 = min(y0 + 1, h - 1), min(z0 + 1, w - 1)
+            ly, lz = y - y0, z - z0
+            out[:, :, i, j] = ((1 - ly) * (1 - lz) * x[:, :, y0, z0]
+                               + (1 - ly) * lz * x[:, :, y0, z1]
+                               + ly * (1 - lz) * x[:, :, y1, z0] + ly * lz * x[:, :, y1, z1])
+    return out
+
+
 # ---------------------------------------------------------------------------- non-differentiable
 
 def _ties(rng: np.random.Generator) -> Arrays:
@@ -973,6 +1021,12 @@ nondiff("isfinite", "special", lambda rng: (np.array([1.0, np.inf, -np.inf, np.n
 nondiff("isfinite", "method", inputs(normal(2, 3)), lambda x: x.isfinite(), np.isfinite)
 nondiff("isnan", "special", lambda rng: (np.array([1.0, np.inf, np.nan, -0.0]),),
         lambda x: mg.isnan(x), np.isnan)
+
+
+nondiff("one_hot", "2d", lambda rng: (np.array([[0, 3], [2, 2]]),),
+        lambda t: _F.one_hot(t, 4), lambda t: np.eye(4, dtype=np.int64)[t])
+nondiff("one_hot", "inferred", lambda rng: (np.array([1, 0, 2]),), lambda t: _F.one_hot(t),
+        lambda t: np.eye(3, dtype=np.int64)[t])
 
 
 def all_cases() -> list[Case]:
