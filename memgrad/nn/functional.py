@@ -26,9 +26,10 @@ from memgrad.ops.nn import (
     scaled_dot_product_attention,
     softmax,
 )
+from memgrad.ops.resample import interpolate, one_hot, pad
 
 __all__ = [
     "linear", "relu", "gelu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout",
     "layer_norm", "embedding", "conv2d", "max_pool2d", "cross_entropy", "mse_loss", "nll_loss",
-    "scaled_dot_product_attention",
+    "scaled_dot_product_attention", "pad", "interpolate", "one_hot",
 ]

@@ -28,6 +28,7 @@ never repeat a position.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -453,7 +454,42 @@ def _mg_copy(t: mg.Tensor, values: Any) -> None:
     t.copy_(mg.tensor(np.asarray(values, dtype=t.dtype)))
 
 
+_np_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _np_index_select(a: list, p: dict) -> np.ndarray:
+    return np.take(a[0], np.asarray(p["index"], dtype=np.int64), axis=p["dim"])
+
+
 OPS: dict[str, OpSpec] = {
+    "sin": OpSpec(lambda a, p: _arr(np.sin(a[0])), lambda a, p: a[0].sin(),
+                  lambda n, p: f"{n[0]}.sin()"),
+    "cos": OpSpec(lambda a, p: _arr(np.cos(a[0])), lambda a, p: mg.cos(a[0]),
+                  lambda n, p: f"mg.cos({n[0]})"),
+    "erf": OpSpec(lambda a, p: _arr(_np_erf(a[0])), lambda a, p: a[0].erf(),
+                  lambda n, p: f"{n[0]}.erf()"),
+    "log1p_safe": OpSpec(lambda a, p: _arr(np.log1p(a[0] * a[0])),
+                         lambda a, p: (a[0] * a[0]).log1p(),
+                         lambda n, p: f"({n[0]} * {n[0]}).log1p()"),
+    "rsqrt_safe": OpSpec(lambda a, p: _arr(1 / np.sqrt(a[0] * a[0] + 0.5)),
+                         lambda a, p: (a[0] * a[0] + 0.5).rsqrt(),
+                         lambda n, p: f"({n[0]} * {n[0]} + 0.5).rsqrt()"),
+    "flip": OpSpec(lambda a, p: np.flip(a[0], p["dims"]).copy(),
+                   lambda a, p: a[0].flip(p["dims"]),
+                   lambda n, p: f"{n[0]}.flip({p['dims']})"),
+    "roll": OpSpec(lambda a, p: np.roll(a[0], p["shift"], axis=p["dim"]),
+                   lambda a, p: mg.roll(a[0], p["shift"], p["dim"]),
+                   lambda n, p: f"mg.roll({n[0]}, {p['shift']}, {p['dim']})"),
+    "cumsum": OpSpec(lambda a, p: np.cumsum(a[0], axis=p["dim"]),
+                     lambda a, p: a[0].cumsum(p["dim"]),
+                     lambda n, p: f"{n[0]}.cumsum({p['dim']})"),
+    "tril": OpSpec(lambda a, p: np.tril(a[0], p["diagonal"]),
+                   lambda a, p: a[0].tril(p["diagonal"]),
+                   lambda n, p: f"{n[0]}.tril({p['diagonal']})"),
+    "index_select": OpSpec(_np_index_select,
+                           lambda a, p: a[0].index_select(p["dim"], mg.tensor(p["index"])),
+                           lambda n, p: f"{n[0]}.index_select({p['dim']}, "
+                                        f"mg.tensor({p['index']}))"),
     "add": _binary(np.add, lambda x, y: x + y, "+"),
     "sub": _binary(np.subtract, lambda x, y: x - y, "-"),
     "mul": _binary(np.multiply, lambda x, y: x * y, "*"),
@@ -966,6 +1002,30 @@ def _mk_unary(op: str):
     return make
 
 
+def _mk_along(op: str):
+    """flip, roll, cumsum, tril and index_select of a register along one of its dims."""
+    def make(g: _Gen) -> bool:
+        a = g.pick(pred=lambda r: g.np[r].ndim >= (2 if op == "tril" else 1))
+        if a is None:
+            return False
+        x = g.np[a]
+        d = g.integer(-x.ndim, x.ndim - 1)
+        if op == "flip":
+            params: dict = {"dims": (d,)}
+        elif op == "roll":
+            params = {"shift": g.integer(-3, 3), "dim": d}
+        elif op == "cumsum":
+            params = {"dim": d}
+        elif op == "tril":
+            params = {"diagonal": g.integer(-1, 1)}
+        else:
+            n = x.shape[d]
+            params = {"dim": d, "index": [g.integer(0, n - 1) for _ in range(g.integer(1, 4))]}
+        g.emit(op, (a,), params)
+        return True
+    return make
+
+
 def _shapes_of_size(n: int) -> list[tuple[int, ...]]:
     out = [()] if n == 1 else []
     divs = [d for d in range(1, n + 1) if n % d == 0]
@@ -1442,7 +1502,11 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
     [("tanh", _mk_unary("tanh")), ("exp", _mk_unary("exp")),
      ("sigmoid", _mk_unary("sigmoid")), ("relu", _mk_unary("relu")),
      ("abs", _mk_unary("abs")), ("neg", _mk_unary("neg")), ("square", _mk_unary("square")),
-     ("log_safe", _mk_unary("log_safe")), ("sqrt_safe", _mk_unary("sqrt_safe"))],
+     ("log_safe", _mk_unary("log_safe")), ("sqrt_safe", _mk_unary("sqrt_safe")),
+     ("sin", _mk_unary("sin")), ("cos", _mk_unary("cos")), ("erf", _mk_unary("erf")),
+     ("log1p_safe", _mk_unary("log1p_safe")), ("rsqrt_safe", _mk_unary("rsqrt_safe"))],
+    [("flip", _mk_along("flip")), ("roll", _mk_along("roll")), ("cumsum", _mk_along("cumsum")),
+     ("tril", _mk_along("tril")), ("index_select", _mk_along("index_select"))],
     [("reshape", _mk_reshape), ("transpose", _mk_transpose), ("permute", _mk_permute),
      ("unsqueeze", _mk_unsqueeze), ("squeeze", _mk_squeeze), ("expand", _mk_expand),
      ("getitem", _mk_getitem)],
