@@ -14,21 +14,29 @@ Example:
 from memgrad.ops import relu, sigmoid, tanh
 from memgrad.ops.conv import conv2d, max_pool2d
 from memgrad.ops.nn import (
+    binary_cross_entropy_with_logits,
     cross_entropy,
     dropout,
+    elu,
     embedding,
     gelu,
+    l1_loss,
     layer_norm,
+    leaky_relu,
     linear,
     log_softmax,
+    mish,
     mse_loss,
     nll_loss,
     scaled_dot_product_attention,
+    silu,
     softmax,
+    softplus,
 )
 
 __all__ = [
     "linear", "relu", "gelu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout",
     "layer_norm", "embedding", "conv2d", "max_pool2d", "cross_entropy", "mse_loss", "nll_loss",
-    "scaled_dot_product_attention",
+    "scaled_dot_product_attention", "silu", "leaky_relu", "elu", "softplus", "mish", "l1_loss",
+    "binary_cross_entropy_with_logits",
 ]
