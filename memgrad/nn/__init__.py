@@ -8,7 +8,7 @@ Example:
     (3, 1)
 """
 
-from memgrad.nn import functional, init
+from memgrad.nn import functional, init, utils
 from memgrad.nn.containers import ModuleDict, ParameterDict, ParameterList
 from memgrad.nn.layers import (
     ELU,
@@ -46,5 +46,5 @@ __all__ = [
     "BatchNorm2d", "GroupNorm", "RMSNorm", "Embedding", "Conv1d", "Conv2d", "MaxPool2d",
     "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "MultiheadSelfAttention",
     "TransformerBlock", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
-    "BCEWithLogitsLoss", "functional", "init",
+    "BCEWithLogitsLoss", "functional", "init", "utils",
 ]
