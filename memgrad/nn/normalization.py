@@ -100,13 +100,9 @@ class _BatchNorm(Module):
                 self.num_batches_tracked._bump_version()
             if self.momentum is None:  # a cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked._data)
-        use_batch = self.training or not self.track_running_stats
-        return F.batch_norm(
-            input,
-            self.running_mean if not self.training or self.track_running_stats else None,
-            self.running_var if not self.training or self.track_running_stats else None,
-            self.weight, self.bias, use_batch, factor, self.eps,
-        )
+        # without running statistics (None) batch_norm normalises with the batch's
+        return F.batch_norm(input, self.running_mean, self.running_var, self.weight,
+                            self.bias, self.training, factor, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "

@@ -1,5 +1,7 @@
 """Neural-network ops: ``linear``, ``gelu``, ``dropout``, ``layer_norm``, ``embedding``, the
-losses (``cross_entropy``, ``nll_loss``, ``mse_loss``) and ``scaled_dot_product_attention``;
+losses (``cross_entropy``, ``nll_loss``, ``mse_loss``, ``l1_loss``,
+``binary_cross_entropy_with_logits``), ``scaled_dot_product_attention`` and the activations
+``silu``, ``leaky_relu``, ``elu``, ``softplus`` and ``mish`` (NOTE [ Activation primitives ]);
 ``softmax`` and ``log_softmax`` (primitives of ops/reduce.py) are re-exported here.
 
 ``linear``, ``gelu``, ``dropout``, ``layer_norm``, ``embedding`` and ``nll_loss`` are
