@@ -107,6 +107,7 @@ conv2d_input_grad: Primitive
 conv2d_weight_grad: Primitive
 copy: Primitive
 dropout: Primitive
+elu: Primitive
 embedding: Primitive
 eq: Primitive
 fill: Primitive
@@ -122,6 +123,7 @@ layer_norm: Primitive
 layer_norm_backward: Primitive
 layer_norm_weight_grad: Primitive
 le: Primitive
+leaky_relu: Primitive
 linear: Primitive
 log_softmax_backward: Primitive
 logical_and: Primitive
@@ -131,13 +133,16 @@ logical_xor: Primitive
 lt: Primitive
 max_pool2d: Primitive
 max_pool2d_backward: Primitive
+mish: Primitive
 ne: Primitive
 nll_loss: Primitive
 nll_loss_backward: Primitive
 one_hot: Primitive
 pad: Primitive
 sigmoid_backward: Primitive
+silu: Primitive
 softmax_backward: Primitive
+softplus: Primitive
 std_from_var: Primitive
 sum_to: Primitive
 tanh_backward: Primitive

@@ -698,6 +698,37 @@ case("nll_loss_backward", "ignore-smoothing", inputs(normal(5)),
                                       label_smoothing=0.1),
      lambda g: _np_nll_grad(g, _TARGET, 4, 0.1))
 
+# activations (NOTE [ Activation primitives ] in memgrad/ops/nn.py)
+
+
+def _np_softplus(x: np.ndarray, beta: float = 1.0, threshold: float = 20.0) -> np.ndarray:
+    return np.where(beta * x > threshold, x, np.log1p(np.exp(beta * x)) / beta)
+
+
+case("silu", "normal", inputs(normal(3, 4)), lambda x: P("silu")(x),
+     lambda x: x / (1 + np.exp(-x)))
+case("silu", "public-wide", inputs(uniform(-30, 30, 2, 5)), lambda x: F.silu(x),
+     lambda x: x / (1 + np.exp(-x)))
+case("leaky_relu", "slope", inputs(away(0.1, 2, 3, 4)),
+     lambda x: P("leaky_relu")(x, negative_slope=0.2), lambda x: np.where(x > 0, x, 0.2 * x))
+case("leaky_relu", "public-default", inputs(away(0.1, 2, 2, 3)), lambda x: F.leaky_relu(x),
+     lambda x: np.where(x > 0, x, 0.01 * x))
+case("elu", "alpha", inputs(away(0.1, 3, 3, 4)), lambda x: P("elu")(x, alpha=1.5),
+     lambda x: np.where(x > 0, x, 1.5 * (np.exp(x) - 1)))
+case("elu", "public", inputs(away(0.1, 3, 5)), lambda x: F.elu(x),
+     lambda x: np.where(x > 0, x, np.exp(x) - 1))
+case("softplus", "beta", inputs(normal(3, 4)),
+     lambda x: P("softplus")(x, beta=2.0, threshold=20.0), lambda x: _np_softplus(x, 2.0))
+case("softplus", "public-threshold", inputs(away(0.2, 3, 2, 5, center=1.0)),
+     lambda x: F.softplus(x, threshold=1.0), lambda x: _np_softplus(x, 1.0, 1.0))
+case("softplus", "bce-with-logits", inputs(normal(3, 4), uniform(0, 1, 3, 4)),
+     lambda x, y: F.binary_cross_entropy_with_logits(x, y, reduction="none"),
+     lambda x, y: -(y * np.log(1 / (1 + np.exp(-x))) + (1 - y) * np.log(1 - 1 / (1 + np.exp(-x)))))
+case("mish", "normal", inputs(normal(3, 4)), lambda x: P("mish")(x),
+     lambda x: x * np.tanh(np.log1p(np.exp(x))))
+case("mish", "public", inputs(uniform(-5, 5, 6)), lambda x: F.mish(x),
+     lambda x: x * np.tanh(np.log1p(np.exp(x))))
+
 # conv and pooling (memgrad/ops/conv.py); NumPy references are direct sums over the window
 
 

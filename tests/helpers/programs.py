@@ -318,6 +318,47 @@ def _np_layer_norm(a, w, b, k):
     return out
 
 
+def _np_batch_norm(a, w, b):
+    axes = (0,) + tuple(range(2, a.ndim))
+    shape = (-1,) + (1,) * (a.ndim - 2)
+    mu = a.mean(axis=axes, keepdims=True)
+    out = (a - mu) / np.sqrt(((a - mu) ** 2).mean(axis=axes, keepdims=True) + 1e-5)
+    out = out if w is None else out * w.reshape(shape)
+    return out if b is None else out + b.reshape(shape)
+
+
+def _np_group_norm(a, w, b, groups):
+    g = a.reshape(a.shape[0], groups, -1)
+    mu = g.mean(axis=2, keepdims=True)
+    out = ((g - mu) / np.sqrt(((g - mu) ** 2).mean(axis=2, keepdims=True) + 1e-5))
+    out = out.reshape(a.shape)
+    shape = (-1,) + (1,) * (a.ndim - 2)
+    out = out if w is None else out * w.reshape(shape)
+    return out if b is None else out + b.reshape(shape)
+
+
+def _np_rms_norm(a, w, k):
+    axes = tuple(range(a.ndim - k, a.ndim))
+    out = a / np.sqrt((a * a).mean(axis=axes, keepdims=True) + np.finfo(np.float64).eps)
+    return out if w is None else out * w
+
+
+def _kink_batch_norm(a, out, p):
+    axes = (0,) + tuple(range(2, a[0].ndim))
+    # like std: a variance too small for finite differences is rejected
+    return None, np.var(a[0], axis=axes) * (TIE / VAR_MIN), False
+
+
+def _kink_group_norm(a, out, p):
+    var = np.var(a[0].reshape(a[0].shape[0], p["groups"], -1), axis=2)
+    return None, var * (TIE / VAR_MIN), False
+
+
+def _kink_rms_norm(a, out, p):
+    axes = tuple(range(a[0].ndim - len(p["shape"]), a[0].ndim))
+    return None, (a[0] * a[0]).mean(axis=axes) * (TIE / VAR_MIN), False
+
+
 def _np_cross_entropy(a, t, reduction):
     t = np.asarray(t)
     if a.ndim == 1:
@@ -591,6 +632,24 @@ OPS: dict[str, OpSpec] = {
         lambda a, p: F.layer_norm(a[0], p["shape"], *_split_args(a, p)),
         lambda n, p: f"F.layer_norm({n[0]}, {tuple(p['shape'])}, "
                      f"{', '.join(str(x) for x in _split_args(n, p))})"),
+    "batch_norm": OpSpec(
+        lambda a, p: _np_batch_norm(a[0], *_split_args(a, p)),
+        lambda a, p: F.batch_norm(a[0], None, None, *_split_args(a, p), training=True),
+        lambda n, p: f"F.batch_norm({n[0]}, None, None, "
+                     f"{', '.join(str(x) for x in _split_args(n, p))}, training=True)",
+        _kink_batch_norm),
+    "group_norm": OpSpec(
+        lambda a, p: _np_group_norm(a[0], *_split_args(a, p), p["groups"]),
+        lambda a, p: F.group_norm(a[0], p["groups"], *_split_args(a, p)),
+        lambda n, p: f"F.group_norm({n[0]}, {p['groups']}, "
+                     f"{', '.join(str(x) for x in _split_args(n, p))})",
+        _kink_group_norm),
+    "rms_norm": OpSpec(
+        lambda a, p: _np_rms_norm(a[0], a[1] if p["weight"] else None, len(p["shape"])),
+        lambda a, p: F.rms_norm(a[0], p["shape"], a[1] if p["weight"] else None),
+        lambda n, p: f"F.rms_norm({n[0]}, {tuple(p['shape'])}, "
+                     f"{n[1] if p['weight'] else None})",
+        _kink_rms_norm),
     "cross_entropy": OpSpec(
         lambda a, p: _np_cross_entropy(a[0], a[1], p["reduction"]),
         lambda a, p: F.cross_entropy(a[0], a[1], reduction=p["reduction"]),
@@ -1284,6 +1343,54 @@ def _mk_layer_norm(g: _Gen) -> bool:
     return True
 
 
+def _mk_channel_norm(op: str):
+    """batch_norm (batch statistics) or group_norm over (N, C, ...) with optional
+    per-channel weight and bias."""
+
+    def make(g: _Gen) -> bool:
+        def fits(r: int) -> bool:
+            s = g.shape(r)
+            if len(s) < 2 or s[1] == 0:
+                return False
+            return (s[0] * int(np.prod(s[2:], dtype=np.int64)) >= 2 if op == "batch_norm"
+                    else int(np.prod(s[2:], dtype=np.int64)) >= 1)
+
+        a = g.pick(pred=fits)
+        if a is None:
+            return False
+        s = g.shape(a)
+        c = s[1]
+        args = [a]
+        params: dict = {"weight": False, "bias": False}
+        if op == "group_norm":
+            groups = g.choose([k for k in range(1, c + 1) if c % k == 0])
+            if c // groups * int(np.prod(s[2:], dtype=np.int64)) < 2:
+                return False
+            params["groups"] = groups
+        for key in ("weight", "bias"):
+            if g.flag():
+                args.append(g.partner((c,), lambda r: g.shape(r) == (c,)))
+                params[key] = True
+        g.emit(op, tuple(args), params)
+        return True
+
+    return make
+
+
+def _mk_rms_norm(g: _Gen) -> bool:
+    a = g.pick(pred=lambda r: g.np[r].ndim >= 1)
+    if a is None:
+        return False
+    s = g.shape(a)
+    shape = s[len(s) - g.integer(1, min(2, len(s))):]
+    args = [a]
+    params = {"shape": tuple(shape), "weight": g.flag()}
+    if params["weight"]:
+        args.append(g.partner(shape, lambda r: g.shape(r) == shape))
+    g.emit("rms_norm", tuple(args), params)
+    return True
+
+
 def _mk_cross_entropy(g: _Gen) -> bool:
     a = g.pick(pred=lambda r: 1 <= g.np[r].ndim <= 3)
     if a is None:
@@ -1517,6 +1624,8 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
      ("std", _mk_reduce("std")), ("logsumexp", _mk_reduce("logsumexp"))],
     [("matmul", _mk_matmul), ("softmax", _mk_softmax("softmax")),
      ("log_softmax", _mk_softmax("log_softmax")), ("layer_norm", _mk_layer_norm)],
+    [("batch_norm", _mk_channel_norm("batch_norm")),
+     ("group_norm", _mk_channel_norm("group_norm")), ("rms_norm", _mk_rms_norm)],
     [("cat", _mk_cat), ("stack", _mk_stack)],
 ]
 
