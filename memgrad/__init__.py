@@ -19,6 +19,7 @@ from memgrad import (  # noqa: F401 (_kernels)
     ops,
     optim,
     random,
+    utils,
 )
 from memgrad.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from memgrad.errors import (
@@ -49,7 +50,7 @@ from memgrad.factories import (
     zeros_like,
 )
 from memgrad.ops import *  # noqa: F403 (the public functions: NOTE [ Public names ])
-from memgrad.random import fork_rng, get_rng_state, manual_seed, seed, set_rng_state
+from memgrad.random import Generator, fork_rng, get_rng_state, manual_seed, seed, set_rng_state
 from memgrad.tensor import Tensor, bool_, float32, float64, int64
 
 __version__ = "0.1.0"
@@ -58,7 +59,8 @@ __all__ = [
     "Tensor", "tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like",
     "ones_like", "full_like", "empty_like", "arange", "eye", "randn", "rand", "randint",
     "randn_like", "rand_like", "manual_seed", "seed", "get_rng_state", "set_rng_state",
-    "fork_rng", "random", "float32", "float64", "int64", "bool_", "no_grad", "enable_grad",
+    "fork_rng", "Generator", "random", "utils", "float32", "float64", "int64",
+    "bool_", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "autograd", "checkpoint", "distributed", "memory",
     "jit", "nn", "ops", "optim", "MemgradError", "ShapeError", "CheckpointError",
     "GradcheckError", "PlanError", "TraceError", "__version__",
