@@ -51,6 +51,7 @@ from memgrad.factories import (
 )
 from memgrad.ops import *  # noqa: F403 (the public functions: NOTE [ Public names ])
 from memgrad.random import Generator, fork_rng, get_rng_state, manual_seed, seed, set_rng_state
+from memgrad.serialization import load, save
 from memgrad.tensor import Tensor, bool_, float32, float64, int64
 
 __version__ = "0.1.0"
@@ -59,7 +60,7 @@ __all__ = [
     "Tensor", "tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like",
     "ones_like", "full_like", "empty_like", "arange", "eye", "randn", "rand", "randint",
     "randn_like", "rand_like", "manual_seed", "seed", "get_rng_state", "set_rng_state",
-    "fork_rng", "Generator", "random", "utils", "float32", "float64", "int64",
+    "fork_rng", "Generator", "random", "save", "load", "utils", "float32", "float64", "int64",
     "bool_", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "autograd", "checkpoint", "distributed", "memory",
     "jit", "nn", "ops", "optim", "MemgradError", "ShapeError", "CheckpointError",
