@@ -190,6 +190,11 @@ def test_distributed_sampler_gives_each_rank_its_shard():
     # k-th batch of one process with world times the batch
     whole = [y.tolist() for _, y in DataLoader(ds, batch_size=2 * world, sampler=one)]
     assert sorted(seen[0][:2] + seen[1][:2] + seen[2][:2]) == sorted(whole[0])
+    padded = [_order(DataLoader(ds, batch_size=2, sampler=DistributedSampler(
+        ds, num_replicas=world, rank=rank, shuffle=False, drop_last=False)))
+        for rank in range(world)]
+    # PyTorch's padding: range(11) + [0] is dealt out rank by rank
+    assert padded == [[0, 3, 6, 9], [1, 4, 7, 10], [2, 5, 8, 0]]
 
 
 def test_iterable_datasets_are_batched_in_order():
