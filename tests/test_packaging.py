@@ -1,10 +1,17 @@
 """The declared support floor is the one CI tests, and the package metadata agrees with itself."""
 
+import io
 import re
+import sys
+import tarfile
 import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import check_sdist  # noqa: E402
+
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
@@ -64,3 +71,36 @@ def test_license_file_matches_the_declared_license():
     assert PROJECT["license"] == "MIT"
     assert text.startswith("MIT License") and "Permission is hereby granted" in text
     assert "License :: OSI Approved :: MIT License" not in PROJECT["classifiers"]  # PEP 639
+
+
+def _sdist(path: Path, files: list[str]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name in files:
+            info = tarfile.TarInfo(f"memgrad-0.1.0/{name}")
+            info.size = 1
+            tar.addfile(info, io.BytesIO(b"x"))
+    return path
+
+
+def test_check_sdist_names_missing_files_and_build_debris(tmp_path):
+    sdist = _sdist(tmp_path / "memgrad-0.1.0.tar.gz",
+                   ["PKG-INFO", "memgrad/a.py", "tests/__pycache__/t.cpython-311.pyc", "k.nbi"])
+    assert check_sdist.members(sdist) == {
+        "PKG-INFO", "memgrad/a.py", "tests/__pycache__/t.cpython-311.pyc", "k.nbi"}
+    tracked = {".gitignore", "memgrad/a.py", "docs/index.md", "tests/test_x.py"}
+    assert check_sdist.problems(check_sdist.members(sdist), tracked) == [
+        "missing: docs/index.md", "missing: tests/test_x.py",
+        "build debris: k.nbi", "build debris: tests/__pycache__/t.cpython-311.pyc",
+    ]
+    assert check_sdist.problems({"memgrad/a.py", "PKG-INFO"}, {".gitignore", "memgrad/a.py"}) == []
+
+
+def test_check_sdist_without_a_tarball_says_how_to_build_one(tmp_path, capsys):
+    assert check_sdist.main([str(tmp_path / "nothing.tar.gz")]) == 2
+    assert "python -m build --sdist" in capsys.readouterr().err
+
+
+def test_manifest_grafts_what_the_tests_and_docs_need():
+    manifest = (ROOT / "MANIFEST.in").read_text().split()
+    for folder in ("tests", "docs", "examples", "tools"):
+        assert folder in manifest, f"MANIFEST.in should graft {folder}/"
