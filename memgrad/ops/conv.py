@@ -242,8 +242,9 @@ def conv2d(
         input: (N, C, H, W), or (C, H, W) for one unbatched sample.
         weight: (CO, C / groups, KH, KW).
         bias: (CO,) or None.
-        stride, padding, dilation: an int or a pair (height, width); padding adds zeros on
-            both sides.
+        stride: an int or a pair (height, width).
+        padding: an int or a pair (height, width) of zeros added on both sides.
+        dilation: an int or a pair (height, width).
         groups: split the channels into this many independent convolutions.
 
     Returns:
@@ -390,8 +391,10 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1) -
 
     Args:
         input: (N, C, H, W), or (C, H, W) for one unbatched sample.
-        kernel_size, stride, padding, dilation: an int or a pair (height, width); ``stride``
-            defaults to ``kernel_size``; ``padding`` is at most half of ``kernel_size``.
+        kernel_size: an int or a pair (height, width).
+        stride: an int or a pair (height, width); defaults to ``kernel_size``.
+        padding: an int or a pair (height, width), at most half of ``kernel_size``.
+        dilation: an int or a pair (height, width).
 
     Returns:
         (N, C, OH, OW) with ``OH = (H + 2*padding - dilation*(KH - 1) - 1) // stride + 1``

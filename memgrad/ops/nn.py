@@ -362,7 +362,8 @@ def layer_norm(
     Args:
         input: (*, *normalized_shape), float32 or float64.
         normalized_shape: the trailing shape to normalize over (an int for one dim).
-        weight, bias: tensors of ``normalized_shape``, or None.
+        weight: a tensor of ``normalized_shape``, or None.
+        bias: a tensor of ``normalized_shape``, or None.
         eps: added to the variance.
 
     Example:
