@@ -31,6 +31,7 @@ from memgrad.errors import (
 )
 from memgrad.factories import (
     arange,
+    device,
     empty,
     empty_like,
     eye,
@@ -42,23 +43,34 @@ from memgrad.factories import (
     rand,
     rand_like,
     randint,
+    randint_like,
     randn,
     randn_like,
+    randperm,
     tensor,
     zeros,
     zeros_like,
 )
 from memgrad.ops import *  # noqa: F403 (the public functions: NOTE [ Public names ])
+from memgrad.ops import linalg
 from memgrad.random import fork_rng, get_rng_state, manual_seed, seed, set_rng_state
-from memgrad.tensor import Tensor, bool_, float32, float64, int64
+from memgrad.tensor import Tensor, bool_, float16, float32, float64, int32, int64
+from memgrad.tensor import bool_ as bool  # noqa: A004 (torch's dtype names)
+from memgrad.tensor import float16 as half
+from memgrad.tensor import float32 as float  # noqa: A004
+from memgrad.tensor import float64 as double
+from memgrad.tensor import int32 as int  # noqa: A004
+from memgrad.tensor import int64 as long
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Tensor", "tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like",
     "ones_like", "full_like", "empty_like", "arange", "eye", "randn", "rand", "randint",
-    "randn_like", "rand_like", "manual_seed", "seed", "get_rng_state", "set_rng_state",
-    "fork_rng", "random", "float32", "float64", "int64", "bool_", "no_grad", "enable_grad",
+    "randn_like", "rand_like", "randint_like", "randperm", "device", "manual_seed", "seed",
+    "get_rng_state", "set_rng_state",
+    "fork_rng", "random", "float16", "float32", "float64", "int32", "int64", "bool_", "half",
+    "float", "double", "int", "long", "bool", "linalg", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "autograd", "checkpoint", "distributed", "memory",
     "jit", "nn", "ops", "optim", "MemgradError", "ShapeError", "CheckpointError",
     "GradcheckError", "PlanError", "TraceError", "__version__",

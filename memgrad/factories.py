@@ -1,7 +1,12 @@
-"""Tensor factories: ``tensor``, ``from_numpy``, ``zeros``, ``ones``, ``randn``...
+"""Tensor factories: ``tensor``, ``from_numpy``, ``zeros``, ``ones``, ``randn``..., and
+``device``, the one place a tensor can live.
 
 float32 is the default floating dtype: Python floats and float lists become float32;
 NumPy arrays keep their dtype.
+
+Every factory takes ``device=`` as PyTorch's do. memgrad's tensors are NumPy arrays in host
+memory, so ``"cpu"`` (or ``mg.device("cpu")``) is the one device; any other (``"cuda"``,
+``"cuda:0"``, ``"mps"``...) is refused with a RuntimeError that says so, never ignored.
 
 Sizes are ints (not floats, strings or bools) and never negative. A tensor whose bytes are
 more than this machine's physical memory (``os.sysconf``: ``SC_PHYS_PAGES`` times
@@ -12,6 +17,7 @@ NumPy's ``MemoryError``, with the factory's name.
 
 from __future__ import annotations
 
+import builtins
 import math
 import numbers
 from collections.abc import Callable
@@ -26,11 +32,114 @@ from memgrad.tensor import Tensor, default_dtype
 __all__ = [
     "tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
     "full_like", "empty_like", "arange", "eye", "randn", "rand", "randint", "randn_like",
-    "rand_like",
+    "rand_like", "randint_like", "randperm", "device", "check_device", "dtype_of",
 ]
 
 # below this, no request can exceed a machine's memory worth asking about
 _CHECKED_BYTES = 2**30
+
+# device types PyTorch knows (named in the error, which says memgrad has only the CPU)
+_OTHER_DEVICES = ("cuda", "mps", "xpu", "xla", "meta", "hip", "ipu", "mtia", "hpu", "vulkan",
+                  "privateuseone")
+
+
+def _no_device(text: str, api: str) -> RuntimeError:
+    return RuntimeError(
+        f"{api}: memgrad runs on the CPU only (its tensors are NumPy arrays in host memory), "
+        f"so device {text!r} is not available; use device='cpu', or leave device out"
+    )
+
+
+class device:
+    """Where a tensor lives, as ``torch.device``: ``device("cpu")``, ``device("cpu", 0)`` or
+    ``device("cpu:0")``. memgrad runs on the CPU, so that is the one device; naming another
+    (``"cuda"``, ``"cuda:1"``, ``"mps"``, a CUDA ordinal such as ``0``) raises a RuntimeError.
+
+    Like PyTorch's, a device compares equal to another of the same type and index
+    (``device("cpu") != device("cpu", 0)``) and prints as its string form.
+
+    Example:
+        >>> import memgrad as mg
+        >>> d = mg.device("cpu")
+        >>> d, str(d), d.type, d == mg.zeros(1).device
+        (device(type='cpu'), 'cpu', 'cpu', True)
+    """
+
+    __slots__ = ("_type", "_index")
+
+    def __init__(self, type: Any, index: int | None = None) -> None:
+        kind, at = _parse_device(type, index, "device")
+        self._type = kind
+        self._index = at
+
+    @property
+    def type(self) -> str:
+        """The device type: always ``"cpu"``."""
+        return self._type
+
+    @property
+    def index(self) -> int | None:
+        """The device index: None unless one was given (it can only be 0)."""
+        return self._index
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, device):
+            return NotImplemented
+        return (self._type, self._index) == (other._type, other._index)
+
+    def __hash__(self) -> int:
+        return hash((self._type, self._index))
+
+    def __str__(self) -> str:
+        return self._type if self._index is None else f"{self._type}:{self._index}"
+
+    def __repr__(self) -> str:
+        at = "" if self._index is None else f", index={self._index}"
+        return f"device(type={self._type!r}{at})"
+
+
+def _parse_device(value: Any, index: Any, api: str) -> tuple[str, int | None]:
+    """``(type, index)`` of a device given as a ``device``, a string or a CUDA ordinal."""
+    if isinstance(value, device):
+        if index is not None:
+            raise TypeError(f"{api}: an index cannot be given with a device object, got {index!r}")
+        return value.type, value.index
+    if _is_int(value):
+        raise _no_device(f"cuda:{value}", api)  # PyTorch's legacy spelling of a CUDA device
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{api}: a device is a string such as 'cpu' or a mg.device, got "
+            f"{builtins.type(value).__name__} {value!r}"
+        )
+    kind, colon, at = value.partition(":")
+    if kind in _OTHER_DEVICES:
+        raise _no_device(value if index is None else f"{value}:{index}", api)
+    if kind != "cpu":
+        raise RuntimeError(
+            f"{api}: expected a device type such as 'cpu' at the start of the device string, "
+            f"got {value!r}; memgrad runs on the CPU, so use device='cpu'"
+        )
+    if colon:
+        if index is not None or not at.isdigit():
+            raise RuntimeError(f"{api}: invalid device string {value!r}; use 'cpu' or 'cpu:0'")
+        index = int(at)
+    if index is not None and (not _is_int(index) or index != 0):
+        raise RuntimeError(
+            f"{api}: the CPU device has index 0 only, got {index!r}; use mg.device('cpu')"
+        )
+    return kind, None if index is None else 0
+
+
+def check_device(value: Any, api: str) -> None:
+    """Refuse any ``device=`` argument other than None, ``"cpu"`` or ``mg.device("cpu")``
+    (a RuntimeError naming ``api``): memgrad runs on the CPU.
+
+    Example:
+        >>> from memgrad.factories import check_device
+        >>> check_device("cpu", "zeros")
+    """
+    if value is not None and not isinstance(value, device):
+        _parse_device(value, None, api)
 
 
 def _dtype(dtype: Any, api: str) -> np.dtype | None:
@@ -45,6 +154,21 @@ def _dtype(dtype: Any, api: str) -> np.dtype | None:
             f"{api}: dtype must be a numeric dtype, got {dtype!r}; pass one such as "
             "mg.float32, mg.float64, mg.int64 or mg.bool_"
         )
+    return dt
+
+
+def dtype_of(dtype: Any, api: str) -> np.dtype:
+    """``dtype`` as a NumPy dtype, or a TypeError naming ``api`` if it is not a numeric one.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.factories import dtype_of
+        >>> dtype_of(mg.long, "Tensor.to")
+        dtype('int64')
+    """
+    dt = _dtype(dtype, api)
+    if dt is None:
+        raise TypeError(f"{api}: expected a dtype such as mg.float32, got None")
     return dt
 
 
@@ -129,7 +253,7 @@ def _entries(x: Any) -> list | None:
     return None
 
 
-def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """A tensor holding a copy of ``data`` (a number, nested lists, an array or a tensor).
 
     Example:
@@ -139,6 +263,7 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
         >>> mg.tensor([1.5, 2.0]).dtype
         dtype('float32')
     """
+    check_device(device, "tensor")
     dt = _dtype(dtype, "tensor")
     if isinstance(data, Tensor):
         arr = np.array(data._data, dtype=dt, copy=True)
@@ -182,7 +307,8 @@ def _fill(shape: tuple, value: Any, dtype: Any, requires_grad: bool, api: str,
                  requires_grad)
 
 
-def zeros(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def zeros(*shape: Any,
+          dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """A tensor of zeros: ``zeros(2, 3)`` or ``zeros((2, 3))``.
 
     Example:
@@ -190,16 +316,20 @@ def zeros(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor
         >>> mg.zeros(2, 3).shape
         (2, 3)
     """
+    check_device(device, "zeros")
     return _fill(shape, 0, dtype, requires_grad, "zeros")
 
 
-def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """A tensor of ones: ``ones(2, 3)`` or ``ones((2, 3))``."""
+    check_device(device, "ones")
     return _fill(shape, 1, dtype, requires_grad, "ones")
 
 
-def empty(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def empty(*shape: Any,
+          dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """An uninitialised tensor (its values are arbitrary)."""
+    check_device(device, "empty")
     shape = _sizes(shape, "empty")
     dtype = _dtype(dtype, "empty") or default_dtype
     return _make(_alloc("empty", shape, dtype, lambda: np.empty(shape, dtype=dtype)),
@@ -215,7 +345,8 @@ def _fill_value(value: Any, api: str) -> Any:
     return value
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def full(shape: Any, fill_value: Any,
+         dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """A tensor filled with ``fill_value`` (its dtype follows the value unless given).
 
     Example:
@@ -223,6 +354,7 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = F
         >>> mg.full((2,), 7).tolist()
         [7, 7]
     """
+    check_device(device, "full")
     fill_value = _fill_value(fill_value, "full")
     if dtype is None:
         dtype = np.bool_ if isinstance(fill_value, bool) else (
@@ -250,29 +382,36 @@ def _like(t: Tensor, value: Any, dtype: Any, requires_grad: bool, api: str) -> T
     return _make(_alloc(api, t.shape, dtype, make), requires_grad)
 
 
-def zeros_like(input: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def zeros_like(input: Tensor,
+               dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """Zeros of ``input``'s shape and dtype."""
+    check_device(device, "zeros_like")
     return _like(input, 0, dtype, requires_grad, "zeros_like")
 
 
-def ones_like(input: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def ones_like(input: Tensor,
+              dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """Ones of ``input``'s shape and dtype."""
+    check_device(device, "ones_like")
     return _like(input, 1, dtype, requires_grad, "ones_like")
 
 
 def full_like(input: Tensor, fill_value: Any, dtype: Any = None,
-              requires_grad: bool = False) -> Tensor:
+              requires_grad: bool = False, device: Any = None) -> Tensor:
     """``fill_value`` in ``input``'s shape and dtype."""
+    check_device(device, "full_like")
     return _like(input, _fill_value(fill_value, "full_like"), dtype, requires_grad, "full_like")
 
 
-def empty_like(input: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def empty_like(input: Tensor,
+               dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """An uninitialised tensor of ``input``'s shape and dtype."""
+    check_device(device, "empty_like")
     return _like(input, None, dtype, requires_grad, "empty_like")
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
-           requires_grad: bool = False) -> Tensor:
+           requires_grad: bool = False, device: Any = None) -> Tensor:
     """``[start, end)`` in steps of ``step``: int64 for ints, else float32.
 
     Example:
@@ -280,6 +419,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
         >>> mg.arange(3)
         tensor([0, 1, 2])
     """
+    check_device(device, "arange")
     if end is None:
         start, end = 0, start
     for name, value in (("start", start), ("end", end), ("step", step)):
@@ -301,7 +441,8 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
                         lambda: np.arange(start, end, step, dtype=dtype)), requires_grad)
 
 
-def eye(n: int, m: int | None = None, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: int | None = None,
+        dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """The ``n x m`` identity matrix.
 
     Example:
@@ -309,6 +450,7 @@ def eye(n: int, m: int | None = None, dtype: Any = None, requires_grad: bool = F
         >>> mg.eye(2).tolist()
         [[1.0, 0.0], [0.0, 1.0]]
     """
+    check_device(device, "eye")
     for name, value in (("n", n), ("m", m)):
         if value is not None and (not _is_int(value) or value < 0):
             raise (ValueError if _is_int(value) else TypeError)(
@@ -328,8 +470,10 @@ def _float_dtype(dtype: Any, api: str) -> np.dtype:
     return dtype
 
 
-def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def randn(*shape: Any,
+          dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """Standard normal draws from the global generator."""
+    check_device(device, "randn")
     shape = _sizes(shape, "randn")
     dtype = _float_dtype(dtype, "randn")
     return _make(_alloc("randn", shape, dtype,
@@ -337,29 +481,35 @@ def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor
                  requires_grad)
 
 
-def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """Uniform draws from ``[0, 1)`` from the global generator."""
+    check_device(device, "rand")
     shape = _sizes(shape, "rand")
     dtype = _float_dtype(dtype, "rand")
     return _make(_alloc("rand", shape, dtype,
                         lambda: _random.generator().random(shape, dtype=dtype)), requires_grad)
 
 
-def randn_like(input: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def randn_like(input: Tensor,
+               dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """Standard normal draws in ``input``'s shape."""
+    check_device(device, "randn_like")
     if not isinstance(input, Tensor):
         raise TypeError(f"randn_like: input must be a Tensor, got {type(input).__name__}")
     return randn(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
-def rand_like(input: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def rand_like(input: Tensor,
+              dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """Uniform draws in ``input``'s shape."""
+    check_device(device, "rand_like")
     if not isinstance(input, Tensor):
         raise TypeError(f"rand_like: input must be a Tensor, got {type(input).__name__}")
     return rand(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
-def randint(low: int, high: int | None = None, size: Any = None, dtype: Any = None) -> Tensor:
+def randint(low: int, high: int | None = None, size: Any = None, dtype: Any = None,
+            device: Any = None) -> Tensor:
     """Integers drawn uniformly from ``[low, high)``: ``randint(low, high, shape)`` or
     ``randint(high, shape)``.
 
@@ -368,6 +518,7 @@ def randint(low: int, high: int | None = None, size: Any = None, dtype: Any = No
         >>> mg.randint(0, 10, (2, 3)).shape
         (2, 3)
     """
+    check_device(device, "randint")
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
             raise TypeError("randint: expected randint(low, high, size) or randint(high, size)")
@@ -389,3 +540,42 @@ def randint(low: int, high: int | None = None, size: Any = None, dtype: Any = No
     data = _alloc("randint", shape, np.dtype(np.int64),
                   lambda: _random.generator().integers(low, high, size=shape, dtype=np.int64))
     return _make(data if out is None else data.astype(out), False)
+
+
+def randint_like(input: Tensor, low: int = 0, high: int | None = None, dtype: Any = None,
+                 device: Any = None) -> Tensor:
+    """Integers from ``[low, high)`` in ``input``'s shape and dtype: ``randint_like(t, high)``
+    or ``randint_like(t, low, high)``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.randint_like(mg.zeros(2, 3), 5).shape
+        (2, 3)
+    """
+    check_device(device, "randint_like")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"randint_like: input must be a Tensor, got {type(input).__name__}")
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, input.shape, dtype=dtype or input.dtype)
+
+
+def randperm(n: int, dtype: Any = None, requires_grad: bool = False,
+             device: Any = None) -> Tensor:
+    """A random permutation of ``0 .. n-1`` (int64 unless ``dtype`` says otherwise), drawn
+    from the global generator.
+
+    Example:
+        >>> import memgrad as mg
+        >>> sorted(mg.randperm(4).tolist())
+        [0, 1, 2, 3]
+    """
+    check_device(device, "randperm")
+    if not _is_int(n) or n < 0:
+        raise (ValueError if _is_int(n) else TypeError)(
+            f"randperm: n must be an int >= 0, got {type(n).__name__} {n!r}; e.g. randperm(10)"
+        )
+    dt = _dtype(dtype, "randperm") or np.dtype(np.int64)
+    data = _alloc("randperm", (int(n),), np.dtype(np.int64),
+                  lambda: _random.generator().permutation(int(n)))
+    return _make(data.astype(dt, copy=False), requires_grad)

@@ -20,15 +20,19 @@ __all__ = [
     "RemovableHandle",
     "RetainGrad",
     "wrap",
+    "float16",
     "float32",
     "float64",
+    "int32",
     "int64",
     "bool_",
     "default_dtype",
 ]
 
+float16 = np.dtype(np.float16)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
+int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 bool_ = np.dtype(np.bool_)
 default_dtype = float32

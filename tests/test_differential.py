@@ -159,7 +159,8 @@ def _compare(prog: Program, eager: MgRun, ckpt: MgRun, may_refuse: bool) -> None
             assert np.array_equal(ckpt.values[r], v), f"forward value of {prog.names[r]}"
     # a reentrant region is one node whose inner backward sums its inputs' gradients
     # before the outer backward adds the rest: the same terms, summed in another order
-    reentrant = any(reg.reentrant for reg in prog.regions)
+    reentrant = any(reg.reentrant or (reg.inner is not None and reg.inner.reentrant)
+                    for reg in prog.regions)
     for r, g, ref in zip(prog.leaves, ckpt.grads, eager.grads):
         same = (np.allclose(g, ref, rtol=1e-11, atol=1e-11 * (1.0 + np.abs(ref).max()))
                 if reentrant else np.array_equal(g, ref))

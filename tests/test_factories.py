@@ -231,3 +231,74 @@ def test_like_needs_a_tensor(api):
         getattr(mg, api)([1.0, 2.0])
     if api not in ("randn_like", "rand_like"):
         assert getattr(mg, api)(mg.ones(2, 3)).shape == (2, 3)
+
+
+# ---------------------------------------------------------------------------- devices
+
+_FACTORIES = [
+    ("tensor", lambda device: mg.tensor([1.0, 2.0], device=device)),
+    ("zeros", lambda device: mg.zeros(2, 3, device=device)),
+    ("ones", lambda device: mg.ones((2,), device=device)),
+    ("empty", lambda device: mg.empty(2, device=device)),
+    ("full", lambda device: mg.full((2,), 3.0, device=device)),
+    ("zeros_like", lambda device: mg.zeros_like(mg.ones(2), device=device)),
+    ("ones_like", lambda device: mg.ones_like(mg.ones(2), device=device)),
+    ("full_like", lambda device: mg.full_like(mg.ones(2), 4, device=device)),
+    ("empty_like", lambda device: mg.empty_like(mg.ones(2), device=device)),
+    ("arange", lambda device: mg.arange(3, device=device)),
+    ("eye", lambda device: mg.eye(2, device=device)),
+    ("randn", lambda device: mg.randn(2, device=device)),
+    ("rand", lambda device: mg.rand(2, device=device)),
+    ("randn_like", lambda device: mg.randn_like(mg.ones(2), device=device)),
+    ("rand_like", lambda device: mg.rand_like(mg.ones(2), device=device)),
+    ("randint", lambda device: mg.randint(0, 5, (2,), device=device)),
+    ("randint_like", lambda device: mg.randint_like(mg.ones(2), 5, device=device)),
+    ("randperm", lambda device: mg.randperm(3, device=device)),
+]
+
+
+@pytest.mark.parametrize("name, make", _FACTORIES, ids=[n for n, _ in _FACTORIES])
+@pytest.mark.parametrize("device", ["cpu", "cpu:0", mg.device("cpu"), mg.device("cpu", 0), None])
+def test_every_factory_takes_the_cpu_device(name, make, device):
+    t = make(device)
+    assert t.device == mg.device("cpu")
+
+
+@pytest.mark.parametrize("name, make", _FACTORIES, ids=[n for n, _ in _FACTORIES])
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", "mps", 0])
+def test_every_factory_refuses_another_device_by_name(name, make, device):
+    with pytest.raises(RuntimeError) as e:
+        make(device)
+    text = str(e.value)
+    assert text.startswith(f"{name}: memgrad runs on the CPU only")
+    assert "use device='cpu'" in text
+
+
+def test_device_objects_follow_torch_device():
+    d = mg.device("cpu")
+    assert (d.type, d.index, str(d), repr(d)) == ("cpu", None, "cpu", "device(type='cpu')")
+    assert mg.device("cpu:0") == mg.device("cpu", 0) != d
+    assert str(mg.device("cpu", 0)) == "cpu:0"
+    assert mg.device(d) == d and hash(mg.device("cpu")) == hash(d)
+    with pytest.raises(RuntimeError, match="device: memgrad runs on the CPU only .* 'cuda:0'"):
+        mg.device("cuda", 0)
+    with pytest.raises(RuntimeError, match="index 0 only, got 1"):
+        mg.device("cpu", 1)
+    with pytest.raises(RuntimeError, match="expected a device type such as 'cpu'"):
+        mg.device("gpu")
+    with pytest.raises(TypeError, match="a device is a string such as 'cpu'"):
+        mg.zeros(2, device=1.5)
+
+
+def test_randperm_and_randint_like_draw_from_the_seeded_generator():
+    mg.manual_seed(3)
+    a = mg.randperm(10)
+    mg.manual_seed(3)
+    b = mg.randperm(10)
+    assert a.dtype == np.int64 and a.tolist() == b.tolist()
+    assert sorted(a.tolist()) == list(range(10))
+    assert mg.randperm(4, dtype=mg.float32).dtype == np.float32
+    r = mg.randint_like(mg.zeros(50, dtype=mg.int32), 2, 4)
+    assert r.dtype == np.int32 and set(r.tolist()) <= {2, 3}
+    with pytest.raises(ValueError, match="randperm: n must be an int >= 0, got int -1"):
+        mg.randperm(-1)

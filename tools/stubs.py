@@ -118,8 +118,9 @@ def tensor_stub() -> str:
 
     Tensor = module.Tensor
     lines = [_names(module.__all__)]
-    for name in ("float32", "float64", "int64", "bool_", "default_dtype"):
-        lines.append(f"{name}: np.dtype[Any]\n")
+    for name in module.__all__:  # the dtypes
+        if type(getattr(module, name)).__module__.startswith("numpy"):
+            lines.append(f"{name}: np.dtype[Any]\n")
     lines.append("\n")
     for cls in (module.RemovableHandle, module.RetainGrad, module.VersionCounter):
         lines.append(f"\nclass {cls.__name__}:\n")
@@ -189,6 +190,10 @@ def ops_stub() -> str:
         else:
             imported.append((module, name))
     lines.extend(f"from {m} import {n} as {n}\n" for m, n in sorted(imported))
+    lines.append("\n")
+    lines.append("HANDLES: dict[str, Any]\n")
+    # the primitives that are their own handles (NOTE [ Op handles ] in ops/__init__.py)
+    lines.extend(f"{n}: Primitive\n" for n in sorted(ops.HANDLES) if n not in PUBLIC)
     lines.append("\n")
     lines.extend(here)
     return "".join(lines)

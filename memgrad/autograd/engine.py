@@ -244,7 +244,7 @@ class Backward:
     __slots__ = (
         "keep_graph", "create_graph", "captures", "targets", "accumulate", "release_from",
         "into_leaves", "direct", "anomaly", "general", "callbacks", "buffers", "deps", "runs",
-        "relevant", "sunk", "ready", "nxt",
+        "relevant", "sunk", "ready", "nxt", "__weakref__",
     )
 
     def __init__(

@@ -292,11 +292,11 @@ def _connect_outputs(ctx: FunctionCtx, args: tuple, results: list) -> None:
         outputs.append((pos, out._data.shape, out._data.dtype))
         nr += 1
     ctx._outputs = tuple(outputs)
-    ctx._saved = tuple(
-        None if t is None else save(t, id(t) in saved_as_output) for t in ctx._to_save
-    )
-    # the raw outputs must not stay on ctx: output -> grad_fn -> output is a cycle
+    to_save = ctx._to_save
+    # the raw outputs must not stay on ctx: output -> grad_fn -> output is a cycle (also
+    # when a pack hook raises, as a checkpoint's recomputation does to stop early)
     ctx._to_save = ctx._non_differentiable = ()
+    ctx._saved = tuple(None if t is None else save(t, id(t) in saved_as_output) for t in to_save)
 
 
 def _alias(t: Tensor) -> Tensor:

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import itertools
 import operator
+import os
+import shutil
 import sys
+import tempfile
 import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from memgrad.autograd.grad_mode import state
-from memgrad.tensor import RemovableHandle, RetainGrad
+from memgrad.tensor import RemovableHandle, RetainGrad, Tensor, wrap
 
 __all__ = [
     "Node",
@@ -30,6 +35,9 @@ __all__ = [
     "RetainGrad",
     "refresh_view",
     "sequence_mark",
+    "raise_modified",
+    "save_on_cpu",
+    "save_on_disk",
 ]
 
 _RELEASED_MSG = (
@@ -98,6 +106,12 @@ class Node:
             self._hooks = _NodeHooks()
         return self._hooks
 
+    @property
+    def metadata(self) -> dict:
+        """A dict for the user's notes about this node (PyTorch's ``Node.metadata``), made on
+        first use and freed with the node."""
+        return _METADATA.setdefault(self, {})
+
     def register_hook(self, fn: Callable) -> RemovableHandle:
         """``fn(grad_inputs, grad_outputs)`` runs after this node; a non-None return value
         replaces ``grad_inputs``."""
@@ -118,6 +132,10 @@ class Node:
         target = retain if last else hooks
         target.append(fn)
         return RemovableHandle(target, fn)
+
+
+# Node.metadata, outside the nodes (most never have one)
+_METADATA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _init_node(node: Node, next_functions: tuple, input_meta: tuple) -> None:
@@ -242,3 +260,138 @@ class saved_tensors_hooks_with_op(saved_tensors_hooks):
     is (-1 for its output). Checkpointing uses it."""
 
     with_op = True
+
+
+def raise_modified(op: str, shape: tuple, dtype: Any, now: int, saved: int, source: str) -> None:
+    """Raise the error of a saved tensor changed in place since it was saved (PyTorch's
+    words first, so that code matching them keeps working)."""
+    raise RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: the {dtype} tensor of shape {tuple(shape)} saved by "
+        f"{op} ({source}) is at version {now}; expected version {saved} instead. Fix: do "
+        "the in-place change after backward, or use its out-of-place form (or .clone() "
+        "the tensor before changing it)."
+    )
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Context manager: keep the tensors saved for backward in host memory, as PyTorch's
+    ``save_on_cpu`` does. memgrad's tensors always live in host memory, so they are kept
+    as they are (with the usual version check); code written for PyTorch runs unchanged.
+    ``pin_memory`` is accepted and has no effect. To move saved tensors out of memory, use
+    :class:`save_on_disk`.
+
+    Example:
+        >>> import memgrad as mg
+        >>> x = mg.ones(3, requires_grad=True)
+        >>> with mg.autograd.graph.save_on_cpu():
+        ...     y = (x * x).sum()
+        >>> y.backward()
+        >>> x.grad
+        tensor([2., 2., 2.])
+    """
+
+    def __init__(self, pin_memory: bool = False) -> None:
+        super().__init__(_pack_as_is, _unpack_as_is)
+
+
+def _pack_as_is(t: Tensor) -> tuple[Tensor, int]:
+    return t, t._version
+
+
+def _unpack_as_is(packed: tuple[Tensor, int]) -> Tensor:
+    t, version = packed
+    if t._version != version:
+        raise_modified("an op", t.shape, t.dtype, t._version, version, "saved under save_on_cpu")
+    return t
+
+
+class _SpillDir:
+    """The directory of one ``save_on_disk``; removed when nothing refers to it any more
+    (the context and every tensor saved in it)."""
+
+    def __init__(self, directory: str | os.PathLike | None) -> None:
+        if directory is None:
+            self.path = tempfile.mkdtemp(prefix="memgrad-saved-")
+            weakref.finalize(self, shutil.rmtree, self.path, True)
+        else:
+            self.path = os.fspath(directory)
+            if not os.path.isdir(self.path):
+                raise FileNotFoundError(
+                    f"save_on_disk: directory {self.path!r} does not exist; create it, or pass "
+                    "directory=None for a temporary one"
+                )
+        self.count = itertools.count()
+
+
+class _Spilled:
+    """A saved tensor written to a file: its path, dtype, shape and version counter."""
+
+    __slots__ = ("where", "path", "vc", "version", "__weakref__")
+
+    def __init__(self, where: _SpillDir, t: Tensor) -> None:
+        self.where = where  # keeps the directory while this file is in it
+        self.path = os.path.join(where.path, f"{os.getpid()}-{next(where.count)}.npy")
+        np.save(self.path, t._data, allow_pickle=False)
+        weakref.finalize(self, _remove, self.path)
+        self.vc = t._version_counter()
+        self.version = self.vc.v
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+class save_on_disk(saved_tensors_hooks):
+    """Context manager: every tensor saved for backward inside it of at least ``min_bytes``
+    is written to a file in ``directory`` (a new temporary directory when None) and read
+    back, memory-mapped, when backward needs it; the file is removed as soon as the graph
+    that saved it is freed. The forward tensors are then free to go, so the saved
+    activations leave memory until backward. Smaller tensors, and parameters (leaves that
+    require grad, in memory anyway), are kept as they are. ``directory`` names the
+    directory in use. Saved
+    tensors keep their version check: one changed in place since raises autograd's error.
+    Inside a checkpointed region it applies to what the region keeps; around one, to the
+    region's inputs (a checkpoint saves them through the enclosing hooks).
+
+    Example:
+        >>> import memgrad as mg
+        >>> w = mg.randn(64, 64, requires_grad=True)
+        >>> with mg.autograd.graph.save_on_disk(min_bytes=1024):
+        ...     loss = (mg.randn(32, 64) @ w).tanh().sum()
+        >>> loss.backward()
+        >>> w.grad.shape
+        (64, 64)
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike | None = None, min_bytes: int = 1 << 20
+    ) -> None:
+        if not isinstance(min_bytes, int) or isinstance(min_bytes, bool) or min_bytes < 0:
+            raise ValueError(
+                f"save_on_disk: min_bytes must be an int >= 0, got {min_bytes!r}"
+            )
+        where = _SpillDir(directory)
+        self.directory = where.path
+
+        def pack(t: Tensor) -> Any:
+            if t._data.nbytes < min_bytes or (t.grad_fn is None and t._requires_grad):
+                return _pack_as_is(t)
+            return _Spilled(where, t)
+
+        super().__init__(pack, _unpack_spilled)
+
+
+def _unpack_spilled(packed: Any) -> Tensor:
+    if not isinstance(packed, _Spilled):
+        return _unpack_as_is(packed)
+    if packed.vc.v != packed.version:
+        data = np.load(packed.path, mmap_mode="r")
+        raise_modified("an op", data.shape, data.dtype, packed.vc.v, packed.version,
+                       "saved under save_on_disk")
+    t = wrap(np.load(packed.path, mmap_mode="c", allow_pickle=False))
+    t._vc = packed.vc
+    return t

@@ -18,7 +18,7 @@ from typing import Any
 
 from memgrad import interpreters
 from memgrad.autograd.grad_mode import state
-from memgrad.autograd.graph import accumulator
+from memgrad.autograd.graph import accumulator, raise_modified
 from memgrad.tensor import Tensor, wrap
 
 __all__ = ["SavedTensor", "HookedSaved", "save", "raise_modified"]
@@ -119,15 +119,3 @@ def save(t: Tensor, is_output: bool = False, op: Any = None, index: int = -1) ->
     if interpreters.active:
         interpreters.saved(t, op, getattr(saved, "_packed", None))
     return saved
-
-
-def raise_modified(op: str, shape: tuple, dtype: Any, now: int, saved: int, source: str) -> None:
-    """Raise the error of a saved tensor changed in place since it was saved (PyTorch's
-    words first, so that code matching them keeps working)."""
-    raise RuntimeError(
-        "one of the variables needed for gradient computation has been modified by an "
-        f"inplace operation: the {dtype} tensor of shape {tuple(shape)} saved by "
-        f"{op} ({source}) is at version {now}; expected version {saved} instead. Fix: do "
-        "the in-place change after backward, or use its out-of-place form (or .clone() "
-        "the tensor before changing it)."
-    )

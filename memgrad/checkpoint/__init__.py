@@ -1,8 +1,19 @@
 """Activation checkpointing: trade recomputation for memory with the same gradients."""
 
 from memgrad.checkpoint import policy
-from memgrad.checkpoint.checkpoint import checkpoint, is_recomputing
+from memgrad.checkpoint.checkpoint import (
+    checkpoint,
+    is_recomputing,
+    set_checkpoint_debug_enabled,
+    set_checkpoint_early_stop,
+)
+from memgrad.checkpoint.frame import GraphExecGroup
 from memgrad.checkpoint.planner import Plan, StageProfile, plan, plan_from_profile, predict, profile
+from memgrad.checkpoint.selective import (
+    CheckpointPolicy,
+    SelectiveCheckpointContext,
+    create_selective_checkpoint_contexts,
+)
 from memgrad.checkpoint.sequential import (
     CheckpointedSequential,
     checkpoint_sequential,
@@ -15,6 +26,12 @@ __all__ = [
     "CheckpointedSequential",
     "segment_bounds",
     "is_recomputing",
+    "set_checkpoint_early_stop",
+    "set_checkpoint_debug_enabled",
+    "GraphExecGroup",
+    "CheckpointPolicy",
+    "SelectiveCheckpointContext",
+    "create_selective_checkpoint_contexts",
     "policy",
     "plan",
     "plan_from_profile",

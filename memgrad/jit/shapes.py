@@ -610,6 +610,13 @@ def _index_scatter(args: list, params: dict, max_elements: int) -> tuple:
     return shape, g.dtype
 
 
+def _erf(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("x",))
+    _keys(params, ())
+    x = _tensor(args, 0, "x")
+    return x.shape, x.dtype if x.dtype.kind == "f" else np.dtype(np.float32)
+
+
 _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "matmul": _matmul,
     "linear": _linear,
@@ -633,4 +640,5 @@ _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "sigmoid": _sigmoid,
     "sigmoid_backward": _sigmoid_backward,
     "index_scatter": _index_scatter,
+    "erf": _erf,
 }

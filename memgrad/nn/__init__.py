@@ -1,5 +1,5 @@
 """Neural-network building blocks, as in ``torch.nn``: ``Module``, ``Parameter``, the
-containers, the layers, ``functional`` (``F``) and ``init``.
+containers, the layers, the losses, ``functional`` (``F``), ``init`` and ``utils``.
 
 Example:
     >>> import memgrad as mg
@@ -8,26 +8,43 @@ Example:
     (3, 1)
 """
 
-from memgrad.nn import functional, init
+from memgrad.nn import functional, init, utils
+from memgrad.nn.containers import ModuleDict, ParameterDict, ParameterList
 from memgrad.nn.layers import (
+    ELU,
     GELU,
+    AdaptiveAvgPool2d,
+    AvgPool2d,
+    Conv1d,
     Conv2d,
     Dropout,
     Embedding,
     Flatten,
+    Identity,
     LayerNorm,
+    LeakyReLU,
     Linear,
     MaxPool2d,
+    Mish,
     MultiheadSelfAttention,
     ReLU,
     Sigmoid,
+    SiLU,
+    Softplus,
     Tanh,
     TransformerBlock,
+    Upsample,
 )
+from memgrad.nn.loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from memgrad.nn.module import Module, ModuleList, Parameter, Sequential
+from memgrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm
 
 __all__ = [
-    "Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", "GELU", "Tanh",
-    "Sigmoid", "Dropout", "LayerNorm", "Embedding", "Conv2d", "MaxPool2d", "Flatten",
-    "MultiheadSelfAttention", "TransformerBlock", "functional", "init",
+    "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
+    "ParameterDict", "Identity", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU",
+    "LeakyReLU", "ELU", "Softplus", "Mish", "Dropout", "LayerNorm", "BatchNorm1d",
+    "BatchNorm2d", "GroupNorm", "RMSNorm", "Embedding", "Conv1d", "Conv2d", "MaxPool2d",
+    "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "MultiheadSelfAttention",
+    "TransformerBlock", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
+    "BCEWithLogitsLoss", "functional", "init", "utils",
 ]

@@ -1,8 +1,8 @@
 """The functional API, ``import memgrad.nn.functional as F``, as in PyTorch.
 
 Every name here is a function of the op table (``memgrad.ops``, ``memgrad.ops.nn``,
-``memgrad.ops.conv``) re-exported unchanged, so ``F.gelu`` and the op the tracer, the
-checkpoint policies and the tests see are one and the same.
+``memgrad.ops.conv``, ``memgrad.ops.normalization``) re-exported unchanged, so ``F.gelu`` and the op
+the tracer, the checkpoint policies and the tests see are one and the same.
 
 Example:
     >>> import memgrad as mg
@@ -12,23 +12,34 @@ Example:
 """
 
 from memgrad.ops import relu, sigmoid, tanh
-from memgrad.ops.conv import conv2d, max_pool2d
+from memgrad.ops.conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d
 from memgrad.ops.nn import (
+    binary_cross_entropy_with_logits,
     cross_entropy,
     dropout,
+    elu,
     embedding,
     gelu,
+    l1_loss,
     layer_norm,
+    leaky_relu,
     linear,
     log_softmax,
+    mish,
     mse_loss,
     nll_loss,
     scaled_dot_product_attention,
+    silu,
     softmax,
+    softplus,
 )
+from memgrad.ops.normalization import batch_norm, group_norm, rms_norm
+from memgrad.ops.resample import interpolate, one_hot, pad
 
 __all__ = [
     "linear", "relu", "gelu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout",
     "layer_norm", "embedding", "conv2d", "max_pool2d", "cross_entropy", "mse_loss", "nll_loss",
-    "scaled_dot_product_attention",
+    "scaled_dot_product_attention", "silu", "leaky_relu", "elu", "softplus", "mish", "l1_loss",
+    "binary_cross_entropy_with_logits", "batch_norm", "group_norm", "rms_norm", "conv1d",
+    "avg_pool2d", "adaptive_avg_pool2d", "pad", "interpolate", "one_hot",
 ]

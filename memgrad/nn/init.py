@@ -24,6 +24,8 @@ __all__ = [
     "xavier_normal_",
     "kaiming_uniform_",
     "kaiming_normal_",
+    "trunc_normal_",
+    "orthogonal_",
 ]
 
 _LINEAR_LIKE = (
@@ -166,3 +168,67 @@ def kaiming_normal_(
     if fan == 0:
         return tensor
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan))
+
+
+def trunc_normal_(
+    tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0
+) -> Tensor:
+    """Fill with draws from ``N(mean, std**2)`` truncated to ``[a, b]`` (bounds in the
+    values' units, as in PyTorch): draws outside are drawn again, which gives the truncated
+    distribution exactly.
+
+    Example:
+        >>> import memgrad as mg
+        >>> w = mg.nn.init.trunc_normal_(mg.empty(1000), std=0.02, a=-0.04, b=0.04)
+        >>> bool(w.abs().max() <= 0.04)
+        True
+    """
+    if not a < b:
+        raise ValueError(f"trunc_normal_: the bounds must satisfy a < b, got a={a}, b={b}")
+    if not std > 0:
+        raise ValueError(f"trunc_normal_: std must be positive, got {std}")
+    lo, hi = (a - mean) / std, (b - mean) / std
+    if lo > 8 or hi < -8:
+        raise ValueError(
+            f"trunc_normal_: [a, b] = [{a}, {b}] lies more than 8 standard deviations from the "
+            f"mean {mean}; almost no draw would fall inside"
+        )
+    rng = _random.generator()
+    values = rng.standard_normal(tensor.shape)
+    outside = (values < lo) | (values > hi)
+    while outside.any():
+        values[outside] = rng.standard_normal(int(outside.sum()))
+        outside = (values < lo) | (values > hi)
+    return _fill(tensor, np.clip(values * std + mean, a, b))
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    """Fill with a (semi-)orthogonal matrix times ``gain``, as in PyTorch: the weight viewed
+    as ``(shape[0], rest)`` has orthonormal rows (or columns, whichever are fewer), from the
+    QR decomposition of a Gaussian matrix with the signs fixed so that it is uniformly
+    distributed.
+
+    Example:
+        >>> import numpy as np
+        >>> import memgrad as mg
+        >>> w = mg.nn.init.orthogonal_(mg.empty(3, 5)).numpy()
+        >>> bool(np.allclose(w @ w.T, np.eye(3), atol=1e-6))
+        True
+    """
+    if tensor.ndim < 2:
+        raise ValueError(
+            f"orthogonal_: only tensors with 2 or more dimensions are supported, got shape "
+            f"{tensor.shape}"
+        )
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = _random.generator().standard_normal((rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(tensor, (q * gain).reshape(tensor.shape))

@@ -1,5 +1,6 @@
-"""Layers: ``Linear``, activations, ``Dropout``, ``LayerNorm``, ``Embedding``, ``Conv2d``,
-``MaxPool2d``, ``Flatten``, ``MultiheadSelfAttention`` and ``TransformerBlock``.
+"""Layers: ``Identity``, ``Linear``, activations, ``Dropout``, ``LayerNorm``, ``Embedding``,
+``Conv1d``, ``Conv2d``, the pooling layers, ``Upsample``, ``Flatten``,
+``MultiheadSelfAttention`` and ``TransformerBlock``.
 
 Each layer holds its parameters and calls one function of ``memgrad.nn.functional``;
 initialisation follows PyTorch's defaults, drawn from memgrad's global generator.
@@ -20,8 +21,10 @@ from memgrad.nn.module import Module, Parameter, Sequential
 from memgrad.tensor import Tensor
 
 __all__ = [
-    "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "Dropout", "LayerNorm", "Embedding",
-    "Conv2d", "MaxPool2d", "Flatten", "MultiheadSelfAttention", "TransformerBlock",
+    "Identity", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
+    "Softplus", "Mish", "Dropout", "LayerNorm", "Embedding", "Conv1d", "Conv2d", "MaxPool2d",
+    "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "MultiheadSelfAttention",
+    "TransformerBlock",
 ]
 
 
@@ -41,9 +44,35 @@ def _pair(api: str, name: str, v: Any) -> tuple[int, int]:
     raise TypeError(f"{api}: {name} must be an int or a pair of ints, got {v!r}")
 
 
+def _single(api: str, name: str, v: Any) -> tuple[int]:
+    if isinstance(v, (tuple, list)) and len(v) == 1:
+        v = v[0]
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (int(v),)
+    raise TypeError(f"{api}: {name} must be an int or a 1-tuple of ints, got {v!r}")
+
+
 def _check_p(api: str, p: float) -> None:
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{api}: dropout probability has to be between 0 and 1, but got {p}")
+
+
+class Identity(Module):
+    """Returns its input unchanged (any constructor arguments are ignored, as in PyTorch);
+    a placeholder, e.g. to remove a layer from a model.
+
+    Example:
+        >>> import memgrad as mg
+        >>> x = mg.ones(2)
+        >>> mg.nn.Identity(54, unused="argument")(x) is x
+        True
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def forward(self, input: Any) -> Any:
+        return input
 
 
 class Linear(Module):
@@ -136,6 +165,110 @@ class Sigmoid(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.sigmoid(input)
+
+
+class SiLU(Module):
+    """``x * sigmoid(x)`` elementwise; ``inplace=True`` overwrites the input.
+
+    Example:
+        >>> import memgrad as mg
+        >>> [round(v, 4) for v in mg.nn.SiLU()(mg.tensor([-1.0, 2.0])).tolist()]
+        [-0.2689, 1.7616]
+    """
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.silu(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class LeakyReLU(Module):
+    """``x`` where positive, else ``negative_slope * x``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.LeakyReLU(0.1)(mg.tensor([-2.0, 3.0]))
+        tensor([-0.2,  3. ])
+    """
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace
+                                                          else "")
+
+
+class ELU(Module):
+    """``x`` where positive, else ``alpha * (exp(x) - 1)``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> [round(v, 4) for v in mg.nn.ELU()(mg.tensor([-1.0, 2.0])).tolist()]
+        [-0.6321, 2.0]
+    """
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Softplus(Module):
+    """``log(1 + exp(beta * x)) / beta``, the identity where ``beta * x > threshold``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> [round(v, 4) for v in mg.nn.Softplus()(mg.tensor([0.0, 30.0])).tolist()]
+        [0.6931, 30.0]
+    """
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Mish(Module):
+    """``x * tanh(softplus(x))`` elementwise.
+
+    Example:
+        >>> import memgrad as mg
+        >>> round(mg.nn.Mish()(mg.tensor([1.0])).item(), 4)
+        0.8651
+    """
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.mish(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class Dropout(Module):
@@ -345,6 +478,202 @@ class MaxPool2d(Module):
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
                 f"padding={self.padding}, dilation={self.dilation}")
+
+
+class Conv1d(Module):
+    """1-D convolution over ``(N, C_in, L)`` input (cross-correlation, as in PyTorch).
+
+    ``weight`` has shape ``(out_channels, in_channels // groups, kernel_size)``; weight and
+    bias use PyTorch's default initialisation, as ``Conv2d``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> conv = mg.nn.Conv1d(3, 8, kernel_size=3, padding=1)
+        >>> conv(mg.randn(2, 3, 16)).shape
+        (2, 8, 16)
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int],
+        stride: int | tuple[int] = 1,
+        padding: int | tuple[int] = 0,
+        dilation: int | tuple[int] = 1,
+        groups: int = 1,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        _check_positive("Conv1d", in_channels=in_channels, out_channels=out_channels,
+                        groups=groups)
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"Conv1d: in_channels ({in_channels}) and out_channels ({out_channels}) must "
+                f"both be divisible by groups ({groups})"
+            )
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _single("Conv1d", "kernel_size", kernel_size)
+        self.stride = _single("Conv1d", "stride", stride)
+        self.padding = _single("Conv1d", "padding", padding)
+        self.dilation = _single("Conv1d", "dilation", dilation)
+        self.groups = groups
+        self.weight = Parameter(empty(out_channels, in_channels // groups, self.kernel_size[0]))
+        self.bias = Parameter(empty(out_channels)) if bias else None
+        self.reset_parameters()
+
+    reset_parameters = Conv2d.reset_parameters
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
+                        self.dilation, self.groups)
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != (0,):
+            s += f", padding={self.padding}"
+        if self.dilation != (1,):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class AvgPool2d(Module):
+    """2-D average pooling over ``(N, C, H, W)`` input; ``stride`` defaults to
+    ``kernel_size`` (arguments as ``F.avg_pool2d``).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.AvgPool2d(2)(mg.ones(1, 3, 8, 8)).shape
+        (1, 3, 4, 4)
+    """
+
+    def __init__(
+        self,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] | None = None,
+        padding: int | tuple[int, int] = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool2d(Module):
+    """Average pooling of ``(N, C, H, W)`` input to ``output_size`` (an int, a pair, or a
+    pair with None for "keep"), with PyTorch's windows.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.AdaptiveAvgPool2d((1, 1))(mg.randn(2, 8, 5, 7)).shape
+        (2, 8, 1, 1)
+    """
+
+    def __init__(self, output_size: int | tuple[int | None, int | None]) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class Upsample(Module):
+    """Upsample (N, C, L), (N, C, H, W) or (N, C, D, H, W) input by repeating each element
+    ``scale_factor`` times along each spatial dimension (``mode="nearest"``), or to ``size``
+    when that is a whole multiple of the input's size. Other modes and fractional factors
+    raise ``NotImplementedError``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.Upsample(scale_factor=2)(mg.tensor([[[1.0, 2.0]]]))
+        tensor([[[1., 1., 2., 2.]]])
+    """
+
+    def __init__(
+        self,
+        size: int | tuple[int, ...] | None = None,
+        scale_factor: float | tuple[float, ...] | None = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+    ) -> None:
+        super().__init__()
+        if (size is None) == (scale_factor is None):
+            raise ValueError("Upsample: give exactly one of size and scale_factor")
+        if mode != "nearest":
+            raise NotImplementedError(
+                f"Upsample: mode {mode!r} is not supported; only mode='nearest' (with whole "
+                "scale factors) is"
+            )
+        if align_corners is not None:
+            raise ValueError("Upsample: align_corners only applies to the interpolating "
+                             "modes, not to 'nearest'")
+        self.size = size
+        self.scale_factor = scale_factor
+        self.mode = mode
+
+    def _factors(self, input: Tensor) -> tuple[int, ...]:
+        spatial = tuple(input.shape[2:])
+        k = len(spatial)
+        if self.scale_factor is not None:
+            given = self.scale_factor
+            wanted = tuple(given) if isinstance(given, (tuple, list)) else (given,) * k
+            if len(wanted) != k:
+                raise ValueError(f"Upsample: scale_factor {given!r} does not match the {k} "
+                                 f"spatial dimensions of input of shape {input.shape}")
+            factors = wanted
+        else:
+            given = self.size
+            sizes = tuple(given) if isinstance(given, (tuple, list)) else (given,) * k
+            if len(sizes) != k:
+                raise ValueError(f"Upsample: size {given!r} does not match the {k} spatial "
+                                 f"dimensions of input of shape {input.shape}")
+            factors = tuple(s / n if n else math.nan for s, n in zip(sizes, spatial))
+        if not all(float(f).is_integer() and f >= 1 for f in factors):
+            raise NotImplementedError(
+                f"Upsample: only whole scale factors >= 1 are supported, got {factors} for "
+                f"input of shape {input.shape} ({'size' if self.size else 'scale_factor'}="
+                f"{given!r})"
+            )
+        return tuple(int(f) for f in factors)
+
+    def forward(self, input: Tensor) -> Tensor:
+        if not isinstance(input, Tensor) or input.ndim not in (3, 4, 5):
+            got = input.shape if isinstance(input, Tensor) else type(input).__name__
+            raise ValueError(f"Upsample: expected a 3-D, 4-D or 5-D input (N, C, ...), got "
+                             f"{got}")
+        factors = self._factors(input)
+        n, c, *spatial = input.shape
+        spread = (n, c) + tuple(v for s in spatial for v in (s, 1))
+        tiled = (n, c) + tuple(v for s, f in zip(spatial, factors) for v in (s, f))
+        return input.reshape(spread).expand(tiled).reshape(
+            (n, c) + tuple(s * f for s, f in zip(spatial, factors)))
+
+    def extra_repr(self) -> str:
+        given = f"size={self.size}" if self.size is not None else \
+            f"scale_factor={self.scale_factor}"
+        return f"{given}, mode={self.mode!r}"
 
 
 class Flatten(Module):

@@ -19,7 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from memgrad.ops import conv, indexing, inplace, linalg, movement, nn, reduce  # noqa: F401
+from memgrad import factories
+from memgrad.ops import (  # noqa: F401
+    arrange,
+    conv,
+    draws,
+    indexing,
+    inplace,
+    linalg,
+    movement,
+    nn,
+    reduce,
+    resample,
+    unary,
+)
 from memgrad.ops import elementwise as ew
 from memgrad.ops.registry import METHODS, PUBLIC, Primitive, apply, public
 from memgrad.ops.registry import REGISTRY as REGISTRY
@@ -163,11 +176,82 @@ def _cmp(prim: Primitive):
     return method
 
 
-def _to(self: Tensor, dtype: Any) -> Tensor:
-    dtype = np.dtype(dtype)
-    if dtype == self._data.dtype:
+def _to(self: Tensor, *args: Any, dtype: Any = None, device: Any = None,
+        non_blocking: bool = False, copy: bool = False) -> Tensor:
+    """This tensor with ``dtype`` (or ``other``'s dtype), as PyTorch's ``to``:
+    ``t.to(mg.float64)``, ``t.to("cpu")``, ``t.to(device="cpu", dtype=mg.float32)``,
+    ``t.to(other)``. ``self`` when nothing changes, unless ``copy=True``. The device can
+    only be the CPU (another is a RuntimeError).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.ones(2).to("cpu", mg.float64).dtype
+        dtype('float64')
+    """
+    if len(args) > 2:
+        raise TypeError(f"Tensor.to: expected at most 2 positional arguments (a device and a "
+                        f"dtype, or a tensor), got {len(args)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, (str, factories.device)):
+            device = a
+        else:
+            dtype = a
+    factories.check_device(device, "Tensor.to")
+    dt = self._data.dtype if dtype is None else factories.dtype_of(dtype, "Tensor.to")
+    if dt == self._data.dtype:
+        return ew.clone(self) if copy else self
+    return ew.to(self, dtype=dt)
+
+
+_CPU = factories.device("cpu")
+
+
+def _device(self: Tensor) -> Any:
+    return _CPU
+
+
+def _cpu(self: Tensor, memory_format: Any = None) -> Tensor:
+    """This tensor: it is on the CPU already."""
+    return self
+
+
+def _contiguous(self: Tensor, memory_format: Any = None) -> Tensor:
+    """This tensor if its array is C-contiguous, else a contiguous copy (in the graph)."""
+    if self._data.flags.c_contiguous:
         return self
-    return ew.to(self, dtype=dtype)
+    return arrange.contiguous(self)
+
+
+def _is_contiguous(self: Tensor, memory_format: Any = None) -> bool:
+    """Whether the array is C-contiguous (row-major, no gaps)."""
+    return bool(self._data.flags.c_contiguous)
+
+
+def _type_as(self: Tensor, other: Tensor) -> Tensor:
+    """This tensor cast to ``other``'s dtype."""
+    if not isinstance(other, Tensor):
+        raise TypeError(f"Tensor.type_as: other must be a Tensor, got {type(other).__name__}")
+    return _to(self, other.dtype)
+
+
+def _new(fill: Any, api: str) -> Any:
+    def new(self: Tensor, *size: Any, dtype: Any = None, device: Any = None,
+            requires_grad: bool = False) -> Tensor:
+        return fill(*size, dtype=self.dtype if dtype is None else dtype, device=device,
+                    requires_grad=requires_grad)
+
+    new.__name__ = api
+    new.__doc__ = f"``mg.{fill.__name__}`` with this tensor's dtype unless ``dtype`` is given."
+    return new
+
+
+def _new_full(self: Tensor, size: Any, fill_value: Any, *, dtype: Any = None,
+              device: Any = None, requires_grad: bool = False) -> Tensor:
+    """``mg.full(size, fill_value)`` with this tensor's dtype unless ``dtype`` is given."""
+    return factories.full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
+                          device=device, requires_grad=requires_grad)
 
 
 def _iter(self: Tensor):
@@ -233,6 +317,7 @@ def _bind() -> None:
         "add_": inplace.add_, "sub_": inplace.sub_, "mul_": inplace.mul_,
         "div_": inplace.div_, "zero_": inplace.zero_, "fill_": inplace.fill_,
         "copy_": inplace.copy_, "clamp_": inplace.clamp_, "relu_": inplace.relu_,
+        "normal_": draws.normal_, "uniform_": draws.uniform_,
         "__add__": _binary(ew.add), "__radd__": _reflected(ew.add),
         "__sub__": _binary(ew.sub), "__rsub__": _reflected(ew.sub),
         "__mul__": _binary(ew.mul), "__rmul__": _reflected(ew.mul),
@@ -249,7 +334,11 @@ def _bind() -> None:
         "logical_not": _unary(ew.logical_not),
         "__getitem__": _getitem, "__setitem__": inplace.setitem, "__iter__": _iter,
         "float": _cast(np.float32), "double": _cast(np.float64), "long": _cast(np.int64),
-        "int": _cast(np.int32), "bool": _cast(np.bool_),
+        "int": _cast(np.int32), "bool": _cast(np.bool_), "half": _cast(np.float16),
+        "cpu": _cpu, "contiguous": _contiguous, "is_contiguous": _is_contiguous,
+        "type_as": _type_as, "new_zeros": _new(factories.zeros, "new_zeros"),
+        "new_ones": _new(factories.ones, "new_ones"),
+        "new_empty": _new(factories.empty, "new_empty"), "new_full": _new_full,
         "swapaxes": movement.transpose, "expand_as": _expand_as, "view_as": _view_as,
         "reshape_as": _reshape_as, "all": _all, "any": _any,
     })
@@ -257,10 +346,20 @@ def _bind() -> None:
         setattr(T, name, fn)
     T.T = property(_t)
     T.mT = property(_mt)
+    T.device = property(_device, doc="Where the tensor lives: always ``mg.device('cpu')``.")
 
 
 _bind()
 
 
 globals().update(PUBLIC)
+
+# NOTE [ Op handles ]
+# Every primitive has one public handle, the object a selective-checkpoint policy receives
+# as ``op`` (``policy_fn(ctx, op, *args, **params)``): its public function where it has one
+# of the same name (``mg.ops.matmul``), else the primitive record itself, reachable as
+# ``mg.ops.<name>`` too (``mg.ops.linear``, ``mg.ops.gelu``). Made from the op table, so a
+# new primitive has its handle; docs/checkpointing.md's table is made by tools/op_handles.py.
+HANDLES: dict[str, Any] = {name: PUBLIC.get(name, prim) for name, prim in REGISTRY.items()}
+globals().update({name: h for name, h in HANDLES.items() if name not in PUBLIC})
 __all__ = sorted(PUBLIC)

@@ -17,13 +17,33 @@ from memgrad.ops.registry import Primitive as Primitive
 from memgrad.tensor import Tensor
 
 __all__ = [
-    'abs', 'add', 'allclose', 'amax', 'amin', 'argmax', 'argmin', 'cat', 'chunk', 'clamp', 'clone',
-    'div', 'exp', 'expand', 'flatten', 'gather', 'log', 'log_softmax', 'logsumexp', 'matmul',
-    'max', 'maximum', 'mean', 'min', 'minimum', 'mul', 'neg', 'permute', 'pow', 'relu', 'reshape',
-    'scatter_add', 'sigmoid', 'sign', 'softmax', 'split', 'sqrt', 'squeeze', 'stack', 'std', 'sub',
-    'sum', 'take_along_dim', 'tanh', 'transpose', 'unsqueeze', 'var', 'view', 'where',
+    'abs', 'add', 'addmm', 'allclose', 'amax', 'amin', 'argmax', 'argmin', 'argsort', 'baddbmm',
+    'bernoulli', 'bmm', 'cat', 'ceil', 'chunk', 'clamp', 'clone', 'cos', 'cumsum', 'div', 'einsum',
+    'erf', 'exp', 'expand', 'expm1', 'flatten', 'flip', 'floor', 'gather', 'index_select',
+    'isfinite', 'isnan', 'log', 'log1p', 'log_softmax', 'logsumexp', 'masked_fill', 'matmul',
+    'max', 'maximum', 'mean', 'min', 'minimum', 'mul', 'multinomial', 'neg', 'norm', 'outer',
+    'permute', 'pow', 'prod', 'relu', 'repeat', 'repeat_interleave', 'reshape', 'roll', 'round',
+    'rsqrt', 'scatter', 'scatter_add', 'sigmoid', 'sign', 'sin', 'softmax', 'sort', 'split',
+    'sqrt', 'squeeze', 'stack', 'std', 'sub', 'sum', 'take_along_dim', 'tanh', 'topk', 'transpose',
+    'tril', 'triu', 'unsqueeze', 'var', 'view', 'where',
 ]
 
+from memgrad.ops.arrange import argsort as argsort
+from memgrad.ops.arrange import cumsum as cumsum
+from memgrad.ops.arrange import flip as flip
+from memgrad.ops.arrange import index_select as index_select
+from memgrad.ops.arrange import masked_fill as masked_fill
+from memgrad.ops.arrange import prod as prod
+from memgrad.ops.arrange import repeat as repeat
+from memgrad.ops.arrange import repeat_interleave as repeat_interleave
+from memgrad.ops.arrange import roll as roll
+from memgrad.ops.arrange import scatter as scatter
+from memgrad.ops.arrange import sort as sort
+from memgrad.ops.arrange import topk as topk
+from memgrad.ops.arrange import tril as tril
+from memgrad.ops.arrange import triu as triu
+from memgrad.ops.draws import bernoulli as bernoulli
+from memgrad.ops.draws import multinomial as multinomial
 from memgrad.ops.elementwise import abs as abs
 from memgrad.ops.elementwise import clone as clone
 from memgrad.ops.elementwise import exp as exp
@@ -39,6 +59,12 @@ from memgrad.ops.indexing import max as max
 from memgrad.ops.indexing import min as min
 from memgrad.ops.indexing import scatter_add as scatter_add
 from memgrad.ops.indexing import take_along_dim as take_along_dim
+from memgrad.ops.linalg import addmm as addmm
+from memgrad.ops.linalg import baddbmm as baddbmm
+from memgrad.ops.linalg import bmm as bmm
+from memgrad.ops.linalg import einsum as einsum
+from memgrad.ops.linalg import norm as norm
+from memgrad.ops.linalg import outer as outer
 from memgrad.ops.movement import cat as cat
 from memgrad.ops.movement import chunk as chunk
 from memgrad.ops.movement import expand as expand
@@ -62,6 +88,67 @@ from memgrad.ops.reduce import softmax as softmax
 from memgrad.ops.reduce import std as std
 from memgrad.ops.reduce import sum as sum
 from memgrad.ops.reduce import var as var
+from memgrad.ops.unary import ceil as ceil
+from memgrad.ops.unary import cos as cos
+from memgrad.ops.unary import erf as erf
+from memgrad.ops.unary import expm1 as expm1
+from memgrad.ops.unary import floor as floor
+from memgrad.ops.unary import isfinite as isfinite
+from memgrad.ops.unary import isnan as isnan
+from memgrad.ops.unary import log1p as log1p
+from memgrad.ops.unary import round as round
+from memgrad.ops.unary import rsqrt as rsqrt
+from memgrad.ops.unary import sin as sin
+
+HANDLES: dict[str, Any]
+contiguous: Primitive
+conv2d: Primitive
+conv2d_input_grad: Primitive
+conv2d_weight_grad: Primitive
+copy: Primitive
+dropout: Primitive
+elu: Primitive
+embedding: Primitive
+eq: Primitive
+fill: Primitive
+gather_backward: Primitive
+ge: Primitive
+gelu: Primitive
+gelu_backward: Primitive
+getitem: Primitive
+gt: Primitive
+index_put: Primitive
+index_scatter: Primitive
+layer_norm: Primitive
+layer_norm_backward: Primitive
+layer_norm_weight_grad: Primitive
+le: Primitive
+leaky_relu: Primitive
+linear: Primitive
+log_softmax_backward: Primitive
+logical_and: Primitive
+logical_not: Primitive
+logical_or: Primitive
+logical_xor: Primitive
+lt: Primitive
+max_pool2d: Primitive
+max_pool2d_backward: Primitive
+mish: Primitive
+ne: Primitive
+nll_loss: Primitive
+nll_loss_backward: Primitive
+one_hot: Primitive
+pad: Primitive
+sigmoid_backward: Primitive
+silu: Primitive
+softmax_backward: Primitive
+softplus: Primitive
+std_from_var: Primitive
+sum_to: Primitive
+tanh_backward: Primitive
+to: Primitive
+vector_norm: Primitive
+view_write: Primitive
 
 def add(input: Any, other: Any, *, alpha: Any = ...) -> Tensor: ...
 def allclose(

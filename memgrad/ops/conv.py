@@ -61,11 +61,14 @@ from memgrad.ops.registry import primitive
 from memgrad.tensor import Tensor
 
 __all__ = [
+    "conv1d",
     "conv2d",
     "conv2d_input_grad",
     "conv2d_weight_grad",
     "max_pool2d",
     "max_pool2d_backward",
+    "avg_pool2d",
+    "adaptive_avg_pool2d",
 ]
 
 # columns per chunk of the batch (see NOTE [ Convolution as one GEMM ])
@@ -432,6 +435,194 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1) -
     return _max_pool2d(
         input, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation
     )
+
+
+# ---------------------------------------------------------------------------- composites
+#
+# conv1d is conv2d over a height of 1; average pooling is a grouped conv2d with a constant
+# kernel (a weight that needs no gradient keeps nothing for backward); adaptive average
+# pooling is two products with constant averaging matrices. Their gradients are those of
+# conv2d and matmul.
+
+
+def _single(value, name: str, api: str, low: int) -> int:
+    v = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{api}: {name} must be an int or a 1-tuple of ints, got {value!r}")
+    if v < low:
+        limit = "positive" if low == 1 else "non-negative"
+        raise ValueError(f"{api}: {name} must be {limit}, got {value!r}")
+    return int(v)
+
+
+def conv1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+) -> Tensor:
+    """1-D convolution (cross-correlation) over an (N, C, L) input, as in PyTorch.
+
+    Args:
+        input: (N, C, L), or (C, L) for one unbatched sample.
+        weight: (CO, C / groups, K).
+        bias: (CO,) or None.
+        stride, padding, dilation: an int (or a 1-tuple).
+        groups: as for ``conv2d``.
+
+    Returns:
+        (N, CO, OL) with ``OL = (L + 2*padding - dilation*(K - 1) - 1) // stride + 1``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.conv import conv1d
+        >>> conv1d(mg.arange(5.0).reshape(1, 1, 5), mg.ones(1, 1, 2)).tolist()
+        [[[1.0, 3.0, 5.0, 7.0]]]
+    """
+    api = "conv1d"
+    for name, t in (("input", input), ("weight", weight)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{api}: {name} must be a Tensor, got {type(t).__name__}")
+    if input.ndim not in (2, 3):
+        raise ShapeError(
+            f"{api}: expected a 2-D (unbatched C, L) or 3-D (batched N, C, L) input, got shape "
+            f"{input.shape}"
+        )
+    if weight.ndim != 3:
+        raise ShapeError(
+            f"{api}: expected a 3-D weight (out_channels, in_channels / groups, kW), got shape "
+            f"{weight.shape}"
+        )
+    stride = _single(stride, "stride", api, 1)
+    padding = _single(padding, "padding", api, 0)
+    dilation = _single(dilation, "dilation", api, 1)
+    out = conv2d(unsqueeze(input, -2), unsqueeze(weight, -2), bias, (1, stride), (0, padding),
+                 (1, dilation), groups)
+    return squeeze(out, -2)
+
+
+def _pool_input(input, api: str) -> None:
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{api}: input must be a Tensor, got {type(input).__name__}")
+    if input.ndim not in (3, 4):
+        raise ShapeError(
+            f"{api}: expected a 3-D (unbatched C, H, W) or 4-D (batched N, C, H, W) input, got "
+            f"shape {input.shape}"
+        )
+    if input.dtype.kind != "f":
+        raise TypeError(f"{api}: expected a floating-point input, got dtype {input.dtype}")
+
+
+def avg_pool2d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
+    """2-D average pooling over an NCHW input, as in PyTorch.
+
+    Args:
+        input: (N, C, H, W), or (C, H, W) for one unbatched sample.
+        kernel_size, stride, padding: an int or a pair; ``stride`` defaults to
+            ``kernel_size``; ``padding`` (zeros) is at most half of ``kernel_size``.
+        ceil_mode: only False (the default) is supported.
+        count_include_pad: divide by the whole window (True) or by its elements that are
+            not padding.
+        divisor_override: divide every window's sum by this instead.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.conv import avg_pool2d
+        >>> avg_pool2d(mg.arange(16.0).reshape(1, 1, 4, 4), 2)
+        tensor([[[[ 2.5,  4.5],
+                  [10.5, 12.5]]]])
+    """
+    api = "avg_pool2d"
+    _pool_input(input, api)
+    if input.ndim == 3:
+        return squeeze(avg_pool2d(unsqueeze(input, 0), kernel_size, stride, padding, ceil_mode,
+                                  count_include_pad, divisor_override), 0)
+    if ceil_mode:
+        raise NotImplementedError(
+            f"{api}: ceil_mode=True is not supported; pad the input (or choose the padding) so "
+            "that the windows fit, and use ceil_mode=False"
+        )
+    kernel = _pair(kernel_size, "kernel_size", api, low=1)
+    stride = kernel if stride is None else _pair(stride, "stride", api, low=1)
+    padding = _pair(padding, "padding", api, low=0)
+    if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
+        raise ValueError(
+            f"{api}: padding {padding} must be at most half of kernel_size {kernel}, as in "
+            "PyTorch"
+        )
+    if divisor_override is not None and (isinstance(divisor_override, bool)
+                                         or not isinstance(divisor_override, (int, np.integer))
+                                         or divisor_override <= 0):
+        raise ValueError(f"{api}: divisor_override must be a positive int, got "
+                         f"{divisor_override!r}")
+    _check_window(api, input.shape[2:], kernel, padding, (1, 1))
+    c = input.shape[1]
+    ones = Tensor(np.ones((c, 1) + kernel, dtype=input.dtype))
+    sums = conv2d(input, ones, None, stride, padding, 1, c)
+    if divisor_override is not None:
+        return sums / float(divisor_override)
+    if count_include_pad or padding == (0, 0):
+        return sums / float(kernel[0] * kernel[1])
+    counts = [_window_counts(n, k, s, p, o) for n, k, s, p, o in
+              zip(input.shape[2:], kernel, stride, padding, sums.shape[2:])]
+    return sums / Tensor(np.outer(*counts).astype(input.dtype))
+
+
+def _window_counts(size: int, k: int, s: int, p: int, n_out: int) -> np.ndarray:
+    """How many elements of the unpadded input each of ``n_out`` windows covers."""
+    start = np.arange(n_out) * s - p
+    return np.minimum(start + k, size) - np.maximum(start, 0)
+
+
+def _averaging(n_in: int, n_out: int, dtype) -> np.ndarray:
+    """The (n_out, n_in) matrix of adaptive pooling: row i averages
+    ``[floor(i * n_in / n_out), ceil((i + 1) * n_in / n_out))``, as PyTorch's windows."""
+    a = np.zeros((n_out, n_in), dtype=dtype)
+    for i in range(n_out):
+        lo, hi = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+        a[i, lo:hi] = 1.0 / (hi - lo)
+    return a
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
+    """2-D average pooling to a fixed ``output_size`` (an int, a pair, or a pair with None
+    for "keep this size") over windows chosen as PyTorch chooses them.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.conv import adaptive_avg_pool2d
+        >>> adaptive_avg_pool2d(mg.arange(6.0).reshape(1, 1, 2, 3), 1)
+        tensor([[[[2.5]]]])
+    """
+    api = "adaptive_avg_pool2d"
+    _pool_input(input, api)
+    size = tuple(output_size) if isinstance(output_size, (tuple, list)) \
+        else (output_size, output_size)
+    h, w = input.shape[-2:]
+    if len(size) != 2:
+        raise TypeError(f"{api}: output_size must be an int or a pair, got {output_size!r}")
+    size = tuple(full if s is None else s for s, full in zip(size, (h, w)))
+    for s in size:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s <= 0:
+            raise ValueError(
+                f"{api}: output_size must hold positive ints (or None), got {output_size!r}"
+            )
+    if h == 0 or w == 0:
+        raise ShapeError(f"{api}: input of shape {input.shape} has an empty spatial dimension")
+    rows = Tensor(_averaging(h, int(size[0]), input.dtype))
+    cols = Tensor(_averaging(w, int(size[1]), input.dtype).T.copy())
+    return (rows @ input) @ cols
 
 
 # ---------------------------------------------------------------------------- checks

@@ -124,6 +124,8 @@ def take_along_dim(input: Tensor, indices: Any, dim: int) -> Tensor:
             f"take_along_dim: indices must have as many dimensions as input ({input.ndim}), "
             f"got shape {indices.shape}"
         )
+    if input.ndim:
+        check_indices(indices.numpy(), input.shape[d], "take_along_dim", dim=d)
     shape = tuple(builtins.max(a, b) if i != d else None for i, (a, b) in
                   enumerate(zip(input.shape, indices.shape)))
     x_shape = tuple(s if i != d else input.shape[d] for i, s in enumerate(shape))

@@ -1,5 +1,7 @@
 """Neural-network ops: ``linear``, ``gelu``, ``dropout``, ``layer_norm``, ``embedding``, the
-losses (``cross_entropy``, ``nll_loss``, ``mse_loss``) and ``scaled_dot_product_attention``;
+losses (``cross_entropy``, ``nll_loss``, ``mse_loss``, ``l1_loss``,
+``binary_cross_entropy_with_logits``), ``scaled_dot_product_attention`` and the activations
+``silu``, ``leaky_relu``, ``elu``, ``softplus`` and ``mish`` (NOTE [ Activation primitives ]);
 ``softmax`` and ``log_softmax`` (primitives of ops/reduce.py) are re-exported here.
 
 ``linear``, ``gelu``, ``dropout``, ``layer_norm``, ``embedding`` and ``nll_loss`` are
@@ -24,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from memgrad.errors import ShapeError
-from memgrad.ops.elementwise import exp, flat_kernel, tanh, where
+from memgrad.ops.elementwise import clamp, exp, flat_kernel, sigmoid, tanh, where
+from memgrad.ops.inplace import _inplace
 from memgrad.ops.movement import index_scatter
 from memgrad.ops.reduce import log_softmax, mean, softmax, sum_to
 from memgrad.ops.registry import primitive
@@ -43,6 +46,13 @@ __all__ = [
     "nll_loss",
     "mse_loss",
     "scaled_dot_product_attention",
+    "silu",
+    "leaky_relu",
+    "elu",
+    "softplus",
+    "mish",
+    "l1_loss",
+    "binary_cross_entropy_with_logits",
 ]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -513,7 +523,8 @@ def _class_rows(input: Tensor, target: Any, ignore_index: int, api: str):
     if t.dtype.kind not in "iu":
         raise TypeError(
             f"{api}: target must hold class indices (an integer tensor, e.g. dtype mg.int64), "
-            f"got dtype {t.dtype}; class-probability targets are not supported"
+            f"got dtype {t.dtype}; cross_entropy also takes floating class probabilities of "
+            "the input's shape"
         )
     if input.ndim == 0:
         raise ShapeError(
@@ -566,63 +577,101 @@ def _reduce_loss(losses: Tensor, shape: tuple, count: int, reduction: str) -> Te
 def cross_entropy(
     input: Tensor,
     target: Any,
-    *,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
     ignore_index: int = -100,
+    reduce: bool | None = None,
     reduction: str = "mean",
     label_smoothing: float = 0.0,
 ) -> Tensor:
-    """The cross-entropy of logits ``input`` against class indices ``target``:
-    ``logsumexp(x) - x[target]`` per element: ``nll_loss`` of ``log_softmax``, which keeps the
-    log-probabilities for backward (as PyTorch does), not the logits.
+    """The cross-entropy of logits ``input`` against class indices or class probabilities
+    ``target``: ``logsumexp(x) - x[target]`` per element for indices, ``nll_loss`` of
+    ``log_softmax``, which keeps the log-probabilities for backward (as PyTorch does), not
+    the logits.
 
     Args:
         input: logits of shape (C,), (N, C) or (N, C, d1, ...), float32 or float64.
-        target: integer class indices of shape (), (N,) or (N, d1, ...) in ``[0, C)``.
+        target: integer class indices of shape (), (N,) or (N, d1, ...) in ``[0, C)``; or
+            floating class probabilities of ``input``'s shape.
+        weight: a (C,) tensor of class weights (a constant: it gets no gradient). Each
+            element's loss is scaled by the weight of its target class, and the mean
+            divides by the sum of those weights instead of the count.
+        size_average, reduce: PyTorch's deprecated spellings of ``reduction``.
         ignore_index: targets equal to it contribute nothing (and are not counted by the
-            mean).
-        reduction: ``"mean"`` (over the targets not ignored), ``"sum"`` or ``"none"``.
+            mean); for class indices only.
+        reduction: ``"mean"`` (over the targets not ignored, or over the elements for
+            probabilities), ``"sum"`` or ``"none"``.
         label_smoothing: in [0, 1]; the target distribution becomes
-            ``(1 - label_smoothing) * one_hot + label_smoothing / C``.
+            ``(1 - label_smoothing) * target + label_smoothing / C``.
 
     Example:
         >>> import memgrad as mg
         >>> F = mg.nn.functional
         >>> round(F.cross_entropy(mg.zeros(2, 4), mg.tensor([1, 3])).item(), 4)
         1.3863
+        >>> w = mg.tensor([1.0, 3.0, 1.0, 1.0])
+        >>> round(F.cross_entropy(mg.zeros(2, 4), mg.tensor([1, 3]), weight=w).item(), 4)
+        1.3863
     """
-    _check_reduction(reduction, "cross_entropy")
+    api = "cross_entropy"
+    reduction = _reduction(size_average, reduce, reduction, api)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(
             f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}"
         )
-    rows, t, shape, count = _class_rows(input, target, ignore_index, "cross_entropy")
-    losses = _nll(
-        log_softmax(rows, 1), t, ignore_index=int(ignore_index),
-        label_smoothing=float(label_smoothing),
-    )
+    if isinstance(target, Tensor) and target.dtype.kind == "f":
+        return _soft_cross_entropy(input, target, weight, reduction, float(label_smoothing))
+    rows, t, shape, count = _class_rows(input, target, ignore_index, api)
+    logp = log_softmax(rows, 1)
+    w = _class_weights(weight, rows.shape[1], rows.dtype, api)
+    if w is None:
+        losses = _nll(logp, t, ignore_index=int(ignore_index),
+                      label_smoothing=float(label_smoothing))
+    else:
+        losses, count = _weighted_nll(logp, t, w, int(ignore_index), float(label_smoothing))
     return _reduce_loss(losses, shape, count, reduction)
 
 
 def nll_loss(
-    input: Tensor, target: Any, *, ignore_index: int = -100, reduction: str = "mean"
+    input: Tensor,
+    target: Any,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    ignore_index: int = -100,
+    reduce: bool | None = None,
+    reduction: str = "mean",
 ) -> Tensor:
     """The negative log-likelihood ``-input[target]`` of log-probabilities ``input``
-    (shapes as for ``cross_entropy``); ``nll_loss(log_softmax(x, 1), t)`` equals
-    ``cross_entropy(x, t)``.
+    (shapes, ``weight``, ``ignore_index`` and ``reduction`` as for ``cross_entropy``);
+    ``nll_loss(log_softmax(x, 1), t)`` equals ``cross_entropy(x, t)``.
 
     Example:
         >>> import memgrad as mg
         >>> logp = mg.tensor([[-0.5, -1.0], [-2.0, -0.1]])
         >>> round(mg.nn.functional.nll_loss(logp, mg.tensor([0, 1])).item(), 4)
         0.3
+        >>> w = mg.tensor([3.0, 1.0])
+        >>> round(mg.nn.functional.nll_loss(logp, mg.tensor([0, 1]), w).item(), 4)
+        0.4
     """
-    _check_reduction(reduction, "nll_loss")
-    rows, t, shape, count = _class_rows(input, target, ignore_index, "nll_loss")
-    losses = _nll(rows, t, ignore_index=int(ignore_index), label_smoothing=0.0)
+    api = "nll_loss"
+    reduction = _reduction(size_average, reduce, reduction, api)
+    rows, t, shape, count = _class_rows(input, target, ignore_index, api)
+    w = _class_weights(weight, rows.shape[1], rows.dtype, api)
+    if w is None:
+        losses = _nll(rows, t, ignore_index=int(ignore_index), label_smoothing=0.0)
+    else:
+        losses, count = _weighted_nll(rows, t, w, int(ignore_index), 0.0)
     return _reduce_loss(losses, shape, count, reduction)
 
 
-def mse_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor:
+def mse_loss(
+    input: Tensor,
+    target: Any,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
     """The squared error ``(input - target) ** 2``, averaged (``"mean"``), summed
     (``"sum"``) or elementwise (``"none"``). Both arguments may require grad.
 
@@ -631,19 +680,9 @@ def mse_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor:
         >>> mg.nn.functional.mse_loss(mg.tensor([1.0, 2.0]), mg.tensor([1.0, 4.0])).item()
         2.0
     """
-    _check_reduction(reduction, "mse_loss")
-    if isinstance(target, Tensor) and target.shape != input.shape:
-        warnings.warn(
-            f"mse_loss: target of shape {target.shape} differs from input of shape "
-            f"{input.shape}; they are broadcast, which is likely not what you want",
-            UserWarning,
-            stacklevel=2,
-        )
-    d = input - target
-    sq = d * d
-    if reduction == "none":
-        return sq
-    return sq.sum() if reduction == "sum" else sq.mean()
+    reduction = _reduction(size_average, reduce, reduction, "mse_loss")
+    d = _difference(input, target, "mse_loss")
+    return _reduce_elements(d * d, reduction)
 
 
 # ---------------------------------------------------------------------------- attention
@@ -712,3 +751,329 @@ def scaled_dot_product_attention(
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return weights @ value
+
+
+# ---------------------------------------------------------------------------- activations
+#
+# NOTE [ Activation primitives ]
+# silu, leaky_relu, elu, softplus and mish are primitives that keep only their input for
+# backward (a composite of sigmoid, tanh and mul would keep its intermediate values too).
+# Their forwards are NumPy; their VJPs are memgrad ops, so double backward works. At a kink
+# the derivative is PyTorch's: leaky_relu'(0) = negative_slope, elu'(0) = alpha, and
+# softplus' = 1 where beta * x > threshold (where the forward is the identity).
+
+
+def _np_sigmoid(x: np.ndarray) -> np.ndarray:
+    # exp(-|x|) never overflows (see the sigmoid primitive)
+    e = np.exp(-np.abs(x))
+    return np.where(np.signbit(x), e / (1 + e), 1 / (1 + e))
+
+
+@primitive("silu", saves={"x": (0,)})
+def _silu(x):
+    return x * _np_sigmoid(x)
+
+
+@_silu.vjp
+def _(g, out, needs, x):
+    s = sigmoid(x)
+    return (g * s * (x * (1.0 - s) + 1.0),)
+
+
+@primitive("leaky_relu", saves={"x": (0,)})
+def _leaky_relu(x, *, negative_slope):
+    return np.where(x > 0, x, x * negative_slope)
+
+
+@_leaky_relu.vjp
+def _(g, out, needs, x, negative_slope):
+    return (where(x > 0, g, g * negative_slope),)
+
+
+@primitive("elu", saves={"x": (0,)})
+def _elu(x, *, alpha):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * alpha)
+
+
+@_elu.vjp
+def _(g, out, needs, x, alpha):
+    # clamp keeps exp finite on the side where() discards; its gradient passes at 0
+    return (where(x > 0, g, g * exp(clamp(x, max=0.0)) * alpha),)
+
+
+@primitive("softplus", saves={"x": (0,)})
+def _softplus(x, *, beta, threshold):
+    bx = x * beta
+    return np.where(bx > threshold, x, np.logaddexp(0, bx) / beta)
+
+
+@_softplus.vjp
+def _(g, out, needs, x, beta, threshold):
+    bx = x * beta
+    return (where(bx > threshold, g, g * sigmoid(bx)),)
+
+
+@primitive("mish", saves={"x": (0,)})
+def _mish(x):
+    return x * np.tanh(np.logaddexp(0, x))
+
+
+@_mish.vjp
+def _(g, out, needs, x):
+    t = tanh(_softplus(x, beta=1.0, threshold=math.inf))
+    return (g * (t + x * sigmoid(x) * (1.0 - t * t)),)
+
+
+def _number(value: Any, name: str, api: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{api}: {name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _activation(api: str, prim: Any, input: Tensor, inplace: bool, **params: Any) -> Tensor:
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{api}: input must be a Tensor, got {type(input).__name__}")
+    _check_float(input, api)
+    if not inplace:
+        return prim(input, **params)
+    return _inplace(api + "_", input, prim, (), params,
+                    lambda a: np.copyto(a, prim.forward(a, **params)))
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """The sigmoid-weighted linear unit ``x * sigmoid(x)`` (also called swish).
+
+    Args:
+        input: a float32 or float64 tensor.
+        inplace: write the result into ``input`` and return it.
+
+    Example:
+        >>> import memgrad as mg
+        >>> [round(v, 4) for v in mg.nn.functional.silu(mg.tensor([-1.0, 0.0, 2.0])).tolist()]
+        [-0.2689, 0.0, 1.7616]
+    """
+    return _activation("silu", _silu, input, inplace)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > 0``, else ``negative_slope * x``; the derivative at 0 is
+    ``negative_slope``, as in PyTorch.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.functional.leaky_relu(mg.tensor([-2.0, 3.0]), 0.1)
+        tensor([-0.2,  3. ])
+    """
+    slope = _number(negative_slope, "negative_slope", "leaky_relu")
+    return _activation("leaky_relu", _leaky_relu, input, inplace, negative_slope=slope)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """The exponential linear unit: ``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``;
+    the derivative at 0 is ``alpha``, as in PyTorch.
+
+    Example:
+        >>> import memgrad as mg
+        >>> [round(v, 4) for v in mg.nn.functional.elu(mg.tensor([-1.0, 2.0])).tolist()]
+        [-0.6321, 2.0]
+    """
+    return _activation("elu", _elu, input, inplace, alpha=_number(alpha, "alpha", "elu"))
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta``, computed without overflow; where
+    ``beta * x > threshold`` the result is ``x`` itself (and the derivative 1), as in
+    PyTorch.
+
+    Example:
+        >>> import memgrad as mg
+        >>> [round(v, 4) for v in mg.nn.functional.softplus(mg.tensor([0.0, 30.0])).tolist()]
+        [0.6931, 30.0]
+    """
+    beta = _number(beta, "beta", "softplus")
+    if beta == 0:
+        raise ValueError("softplus: beta must be non-zero (the result divides by it)")
+    threshold = _number(threshold, "threshold", "softplus")
+    return _activation("softplus", _softplus, input, False, beta=beta, threshold=threshold)
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * tanh(softplus(x))``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> round(mg.nn.functional.mish(mg.tensor([1.0])).item(), 4)
+        0.8651
+    """
+    return _activation("mish", _mish, input, inplace)
+
+
+# ---------------------------------------------------------------------------- more losses
+
+
+def _reduction(size_average: Any, reduce: Any, reduction: str, api: str) -> str:
+    """``reduction``, or the one PyTorch's deprecated ``size_average``/``reduce`` name."""
+    if size_average is None and reduce is None:
+        _check_reduction(reduction, api)
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    legacy = ("mean" if size_average else "sum") if reduce else "none"
+    warnings.warn(
+        f"{api}: size_average and reduce are deprecated, as in PyTorch; use "
+        f"reduction={legacy!r} instead",
+        UserWarning,
+        stacklevel=3,
+    )
+    return legacy
+
+
+def _reduce_elements(losses: Tensor, reduction: str) -> Tensor:
+    if reduction == "none":
+        return losses
+    return losses.sum() if reduction == "sum" else losses.mean()
+
+
+def _difference(input: Tensor, target: Any, api: str) -> Tensor:
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{api}: input must be a Tensor, got {type(input).__name__}")
+    if isinstance(target, Tensor) and target.shape != input.shape:
+        warnings.warn(
+            f"{api}: target of shape {target.shape} differs from input of shape "
+            f"{input.shape}; they are broadcast, which is likely not what you want",
+            UserWarning,
+            stacklevel=3,
+        )
+    return input - target
+
+
+def _class_weights(weight: Any, classes: int, dtype: np.dtype, api: str) -> np.ndarray | None:
+    """``weight`` as a (C,) array of ``dtype`` (a copy), checked; None for no weights."""
+    if weight is None:
+        return None
+    if not isinstance(weight, Tensor):
+        raise TypeError(
+            f"{api}: weight must be a Tensor of shape ({classes},), got {type(weight).__name__}"
+        )
+    if weight.dtype.kind != "f":
+        raise TypeError(f"{api}: weight must be a floating tensor, got dtype {weight.dtype}")
+    if tuple(weight.shape) != (classes,):
+        raise ShapeError(
+            f"{api}: weight must hold one value per class, shape ({classes},), got shape "
+            f"{weight.shape}"
+        )
+    return weight.numpy().astype(dtype)
+
+
+def _weighted_nll(logp: Tensor, t: Tensor, w: np.ndarray, ignore_index: int,
+                  label_smoothing: float) -> tuple[Tensor, float]:
+    """Per-row losses with class weights ``w``, as PyTorch weighs them: the target term
+    scaled by ``w[target]``, the smoothing term by ``w`` of each class; and the sum of the
+    target weights (what the mean divides by)."""
+    idx = t.numpy()
+    kept = idx != ignore_index
+    row_w = np.where(kept, w[np.where(kept, idx, 0)], 0).astype(w.dtype)
+    losses = _nll(logp, t, ignore_index=ignore_index, label_smoothing=0.0) * Tensor(row_w)
+    if label_smoothing:
+        smooth = (logp @ Tensor(-w)) * Tensor(kept.astype(w.dtype))
+        losses = losses * (1.0 - label_smoothing) + smooth * (label_smoothing / logp.shape[1])
+    return losses, float(row_w.sum())
+
+
+def _soft_cross_entropy(input: Tensor, target: Tensor, weight: Any, reduction: str,
+                        label_smoothing: float) -> Tensor:
+    """Cross-entropy against class probabilities ``target`` (``input``'s shape)."""
+    api = "cross_entropy"
+    _check_float(input, api)
+    if input.ndim == 0 or tuple(target.shape) != tuple(input.shape):
+        raise ShapeError(
+            f"{api}: class-probability targets must have the input's shape {input.shape} "
+            f"(C,), (N, C) or (N, C, d1, ...); got target of shape {target.shape}"
+        )
+    dim = 0 if input.ndim == 1 else 1
+    classes = input.shape[dim]
+    q = target
+    if label_smoothing:
+        q = target * (1.0 - label_smoothing) + label_smoothing / classes
+    terms = log_softmax(input, dim) * q
+    w = _class_weights(weight, classes, input.dtype, api)
+    if w is not None:
+        terms = terms * Tensor(w.reshape((classes,) + (1,) * (input.ndim - dim - 1)))
+    losses = -terms.sum(dim)
+    if reduction != "mean":
+        return _reduce_elements(losses, reduction)
+    n = losses.numel()
+    return losses.sum() * (1.0 / n if n else math.nan)
+
+
+def l1_loss(
+    input: Tensor,
+    target: Any,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """The absolute error ``|input - target|``, averaged (``"mean"``), summed (``"sum"``) or
+    elementwise (``"none"``); the gradient where they are equal is 0, as in PyTorch.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.functional.l1_loss(mg.tensor([1.0, 2.0]), mg.tensor([1.0, 5.0])).item()
+        1.5
+    """
+    reduction = _reduction(size_average, reduce, reduction, "l1_loss")
+    return _reduce_elements(_difference(input, target, "l1_loss").abs(), reduction)
+
+
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    """The binary cross-entropy of logits ``input`` against probabilities ``target``:
+    ``-w * (pos_weight * y * log(sigmoid(x)) + (1 - y) * log(1 - sigmoid(x)))``, computed as
+    ``(1 - y) * x + (1 + (pos_weight - 1) * y) * softplus(-x)``, which neither overflows nor
+    loses the loss of a confident wrong logit.
+
+    Args:
+        input: logits, float32 or float64.
+        target: probabilities of ``input``'s shape (floating; may require grad).
+        weight: rescales each element's loss (broadcast to ``input``'s shape).
+        size_average, reduce: PyTorch's deprecated spellings of ``reduction``.
+        reduction: ``"mean"`` (over all elements), ``"sum"`` or ``"none"``.
+        pos_weight: the weight of the positive term, broadcast along the last dimension
+            (one value per class).
+
+    Example:
+        >>> import memgrad as mg
+        >>> F = mg.nn.functional
+        >>> F.binary_cross_entropy_with_logits(mg.tensor([100.0]), mg.tensor([0.0])).item()
+        100.0
+    """
+    api = "binary_cross_entropy_with_logits"
+    reduction = _reduction(size_average, reduce, reduction, api)
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{api}: input must be a Tensor, got {type(input).__name__}")
+    _check_float(input, api)
+    if not isinstance(target, Tensor) or tuple(target.shape) != tuple(input.shape):
+        got = target.shape if isinstance(target, Tensor) else type(target).__name__
+        raise ValueError(
+            f"{api}: Target size ({got}) must be the same as input size ({input.shape})"
+        )
+    if target.dtype.kind != "f":
+        raise TypeError(
+            f"{api}: target must hold probabilities (a floating tensor), got dtype "
+            f"{target.dtype}; convert it with .float()"
+        )
+    softplus_neg = _softplus(-input, beta=1.0, threshold=math.inf)  # -log(sigmoid(x))
+    if pos_weight is None:
+        losses = (1.0 - target) * input + softplus_neg
+    else:
+        losses = (1.0 - target) * input + ((pos_weight - 1.0) * target + 1.0) * softplus_neg
+    if weight is not None:
+        losses = losses * weight
+    return _reduce_elements(losses, reduction)

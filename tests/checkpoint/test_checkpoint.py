@@ -253,7 +253,7 @@ def test_determinism_check_names_what_differs():
         out.sum().backward()
     state["n"] = 4
     out = checkpoint(shifty, X, debug=True)
-    with pytest.raises(mg.CheckpointError, match="forward ops:"):
+    with pytest.raises(mg.CheckpointError, match="executed during the original forward:"):
         out.sum().backward()
     state["n"] = 4
     out = checkpoint(shifty, X, determinism_check="none")
@@ -291,7 +291,7 @@ def test_reentrant_restrictions():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         checkpoint(block, X.detach(), PARAMS[0].detach(), PARAMS[3].detach(), use_reentrant=True)
-    assert any("none of the inputs requires grad" in str(w.message) for w in caught)
+    assert any("None of the inputs have requires_grad=True" in str(w.message) for w in caught)
     out = checkpoint(block, X, PARAMS[0], PARAMS[3], use_reentrant=True)
     with pytest.raises(mg.CheckpointError, match="use_reentrant=False"):
         mg.autograd.grad(out.sum(), X)

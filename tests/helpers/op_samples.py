@@ -698,6 +698,37 @@ case("nll_loss_backward", "ignore-smoothing", inputs(normal(5)),
                                       label_smoothing=0.1),
      lambda g: _np_nll_grad(g, _TARGET, 4, 0.1))
 
+# activations (NOTE [ Activation primitives ] in memgrad/ops/nn.py)
+
+
+def _np_softplus(x: np.ndarray, beta: float = 1.0, threshold: float = 20.0) -> np.ndarray:
+    return np.where(beta * x > threshold, x, np.log1p(np.exp(beta * x)) / beta)
+
+
+case("silu", "normal", inputs(normal(3, 4)), lambda x: P("silu")(x),
+     lambda x: x / (1 + np.exp(-x)))
+case("silu", "public-wide", inputs(uniform(-30, 30, 2, 5)), lambda x: F.silu(x),
+     lambda x: x / (1 + np.exp(-x)))
+case("leaky_relu", "slope", inputs(away(0.1, 2, 3, 4)),
+     lambda x: P("leaky_relu")(x, negative_slope=0.2), lambda x: np.where(x > 0, x, 0.2 * x))
+case("leaky_relu", "public-default", inputs(away(0.1, 2, 2, 3)), lambda x: F.leaky_relu(x),
+     lambda x: np.where(x > 0, x, 0.01 * x))
+case("elu", "alpha", inputs(away(0.1, 3, 3, 4)), lambda x: P("elu")(x, alpha=1.5),
+     lambda x: np.where(x > 0, x, 1.5 * (np.exp(x) - 1)))
+case("elu", "public", inputs(away(0.1, 3, 5)), lambda x: F.elu(x),
+     lambda x: np.where(x > 0, x, np.exp(x) - 1))
+case("softplus", "beta", inputs(normal(3, 4)),
+     lambda x: P("softplus")(x, beta=2.0, threshold=20.0), lambda x: _np_softplus(x, 2.0))
+case("softplus", "public-threshold", inputs(away(0.2, 3, 2, 5, center=1.0)),
+     lambda x: F.softplus(x, threshold=1.0), lambda x: _np_softplus(x, 1.0, 1.0))
+case("softplus", "bce-with-logits", inputs(normal(3, 4), uniform(0, 1, 3, 4)),
+     lambda x, y: F.binary_cross_entropy_with_logits(x, y, reduction="none"),
+     lambda x, y: -(y * np.log(1 / (1 + np.exp(-x))) + (1 - y) * np.log(1 - 1 / (1 + np.exp(-x)))))
+case("mish", "normal", inputs(normal(3, 4)), lambda x: P("mish")(x),
+     lambda x: x * np.tanh(np.log1p(np.exp(x))))
+case("mish", "public", inputs(uniform(-5, 5, 6)), lambda x: F.mish(x),
+     lambda x: x * np.tanh(np.log1p(np.exp(x))))
+
 # conv and pooling (memgrad/ops/conv.py); NumPy references are direct sums over the window
 
 
@@ -784,6 +815,199 @@ case("max_pool2d_backward", "repeats", inputs(normal(1, 2, 2, 3)),
      lambda g: P("max_pool2d_backward")(g, mg.tensor(_POOL_AT), input_shape=(1, 2, 3, 4)),
      _np_pool_scatter)
 
+# ---------------------------------------------------------------------------- more math
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+case("sin", "2d", inputs(normal(3, 4)), lambda x: P("sin")(x), np.sin)
+case("sin", "method", inputs(normal(5)), lambda x: x.sin(), np.sin)
+case("cos", "2d", inputs(normal(3, 4)), lambda x: P("cos")(x), np.cos)
+case("cos", "public", inputs(normal(5)), lambda x: mg.cos(x), np.cos)
+case("rsqrt", "2d", inputs(uniform(0.3, 3, 3, 4)), lambda x: P("rsqrt")(x),
+     lambda x: 1 / np.sqrt(x))
+case("log1p", "2d", inputs(uniform(-0.7, 3, 3, 4)), lambda x: P("log1p")(x), np.log1p)
+case("log1p", "tiny", inputs(uniform(-1e-3, 1e-3, 5)), lambda x: x.log1p(), np.log1p)
+case("expm1", "2d", inputs(uniform(-2, 2, 3, 4)), lambda x: P("expm1")(x), np.expm1)
+case("erf", "2d", inputs(uniform(-3, 3, 3, 4)), lambda x: P("erf")(x), _erf)
+case("erf", "method-0d", inputs(normal()), lambda x: x.erf(), _erf)
+for op, npf in (("floor", np.floor), ("ceil", np.ceil)):
+    case(op, "2d", inputs(avoiding((-2.0, -1.0, 0.0, 1.0, 2.0), 3, 4, lo=-2.5, hi=2.5)),
+         lambda x, op=op: P(op)(x), npf)
+case("floor", "method", inputs(avoiding((-1.0, 0.0, 1.0), 5)), lambda x: x.floor(), np.floor)
+case("round", "2d", inputs(avoiding((-1.5, -0.5, 0.5, 1.5), 3, 4)),
+     lambda x: P("round")(x), np.round)
+case("round", "public-decimals", inputs(avoiding((-0.05, 0.05, 0.15, -0.15), 6, lo=-0.2, hi=0.2,
+                                                 gap=0.01)),
+     lambda x: mg.round(x, decimals=1), lambda x: np.round(x * 10) / 10)
+
+case("contiguous", "transposed", inputs(normal(3, 4)), lambda x: x.T.contiguous(),
+     lambda x: np.ascontiguousarray(x.T))
+case("contiguous", "prim", inputs(normal(2, 3)), lambda x: P("contiguous")(x), lambda x: x)
+for op, npf in (("tril", np.tril), ("triu", np.triu)):
+    case(op, "2d", inputs(normal(3, 4)), lambda x, op=op: P(op)(x, diagonal=0), npf)
+    case(op, "batched-diag", inputs(normal(2, 4, 3)),
+         lambda x, op=op: getattr(mg, op)(x, 1), lambda x, npf=npf: npf(x, 1))
+    case(op, "method-neg-diag", inputs(normal(4, 4)),
+         lambda x, op=op: getattr(x, op)(diagonal=-1), lambda x, npf=npf: npf(x, -1))
+case("roll", "dims", inputs(normal(3, 4)), lambda x: mg.roll(x, (1, -3), (0, 1)),
+     lambda x: np.roll(x, (1, -3), axis=(0, 1)))
+case("roll", "flat", inputs(normal(2, 3)), lambda x: x.roll(2), lambda x: np.roll(x, 2))
+case("flip", "dims", inputs(normal(2, 3, 4)), lambda x: mg.flip(x, (0, 2)),
+     lambda x: np.flip(x, (0, 2)))
+case("flip", "method-neg", inputs(normal(3, 4)), lambda x: x.flip(-1), lambda x: x[:, ::-1])
+case("expand", "repeat", inputs(normal(2, 3)), lambda x: x.repeat(2, 1, 3),
+     lambda x: np.tile(x, (2, 1, 3)))
+case("expand", "repeat-1d", inputs(normal(3)), lambda x: mg.repeat(x, (2,)),
+     lambda x: np.tile(x, 2))
+
+_PICK = np.array([2, 0, 2, 1])
+case("getitem", "index-select", inputs(normal(3, 4)),
+     lambda x: mg.index_select(x, 1, mg.tensor(_PICK[:3])), lambda x: x[:, _PICK[:3]])
+case("getitem", "index-select-dim0", inputs(normal(3, 2)),
+     lambda x: x.index_select(0, mg.tensor(_PICK)), lambda x: x[_PICK])
+case("getitem", "repeat-interleave", inputs(normal(2, 3)),
+     lambda x: mg.repeat_interleave(x, mg.tensor([1, 0, 2]), dim=1),
+     lambda x: np.repeat(x, [1, 0, 2], axis=1))
+case("getitem", "repeat-interleave-flat", inputs(normal(2, 2)),
+     lambda x: x.repeat_interleave(2), lambda x: np.repeat(x, 2))
+
+_SCATTER = np.array([[2, 0], [1, 3], [0, 2]])
+_SCATTER_DUP = np.array([[1, 1, 0], [3, 3, 3]])
+
+
+def _np_scatter(x: np.ndarray, dim: int, index: np.ndarray, src: Any) -> np.ndarray:
+    out = x.copy()
+    grid = list(np.indices(index.shape, sparse=True))
+    grid[dim] = index
+    out[tuple(grid)] = src[tuple(slice(0, k) for k in index.shape)] if np.ndim(src) else src
+    return out
+
+
+case("scatter", "dim1", inputs(normal(3, 4), normal(3, 2)),
+     lambda x, s: P("scatter")(x, mg.tensor(_SCATTER), s, dim=1),
+     lambda x, s: _np_scatter(x, 1, _SCATTER, s))
+case("scatter", "public-larger-src", inputs(normal(4, 3), normal(3, 4)),
+     lambda x, s: mg.scatter(x, 0, mg.tensor(_SCATTER.T.copy()), s),
+     lambda x, s: _np_scatter(x, 0, _SCATTER.T, s))
+case("scatter", "public-value", inputs(normal(3, 4)),
+     lambda x: x.scatter(1, mg.tensor(_SCATTER), value=0.5),
+     lambda x: _np_scatter(x, 1, _SCATTER, 0.5))
+case("scatter", "public-repeats", inputs(normal(2, 4), normal(2, 3)),
+     lambda x, s: mg.scatter(x, 1, mg.tensor(_SCATTER_DUP), s),
+     lambda x, s: _np_scatter(x, 1, _SCATTER_DUP, s))
+case("where", "masked-fill", inputs(normal(3, 4)),
+     lambda x: x.masked_fill(mg.tensor(_COND), -1.5), lambda x: np.where(_COND, -1.5, x))
+case("where", "masked-fill-bcast-tensor-value", inputs(normal(3, 4), normal()),
+     lambda x, v: mg.masked_fill(x, mg.tensor(_COND_COL), v),
+     lambda x, v: np.where(_COND_COL, v, x))
+case("gather", "sort", inputs(distinct(3, 4)), lambda x: mg.sort(x, dim=1).values,
+     lambda x: np.sort(x, axis=1))
+case("gather", "sort-descending-dim0", inputs(distinct(3, 4)),
+     lambda x: x.sort(0, descending=True)[0], lambda x: -np.sort(-x, axis=0))
+case("gather", "topk", inputs(distinct(3, 5)), lambda x: mg.topk(x, 2).values,
+     lambda x: -np.sort(-x, axis=1)[:, :2])
+case("gather", "topk-smallest-dim0", inputs(distinct(4, 3)),
+     lambda x: x.topk(3, dim=0, largest=False)[0], lambda x: np.sort(x, axis=0)[:3])
+
+case("cumsum", "dim1", inputs(normal(3, 4)), lambda x: P("cumsum")(x, dim=1),
+     lambda x: np.cumsum(x, 1))
+case("cumsum", "public-neg-dim", inputs(normal(2, 3, 4)), lambda x: x.cumsum(-2),
+     lambda x: np.cumsum(x, -2))
+case("mul", "prod-dim", inputs(normal(3, 5)), lambda x: mg.prod(x, 1), lambda x: np.prod(x, 1))
+case("mul", "prod-all-keepdim", inputs(normal(2, 3)), lambda x: x.prod(keepdim=True),
+     lambda x: np.prod(x, keepdims=True))
+case("mul", "prod-with-zero", lambda rng: (np.array([[0.0, 2.0, -1.5], [0.5, 0.0, 0.0]]),),
+     lambda x: x.prod(1), lambda x: np.prod(x, 1))
+
+_EINSUM = (
+    ("matmul", "ij,jk->ik", ((2, 3), (3, 4))),
+    ("batched", "bij,bjk->bik", ((2, 2, 3), (2, 3, 2))),
+    ("outer-implicit", "i,j", ((3,), (2,))),
+    ("summed-away", "ij,k->k", ((2, 3), (4,))),
+    ("ellipsis", "...j,jk->...k", ((2, 2, 3), (3, 2))),
+    ("three", "ij,jk,k->i", ((2, 3), (3, 4), (4,))),
+    ("transpose", "ij->ji", ((2, 3),)),
+    ("reduce", "ijk->j", ((2, 3, 2),)),
+)
+for label, eq, shapes in _EINSUM:
+    case("einsum", label, inputs(*(normal(*sh) for sh in shapes)),
+         lambda *xs, eq=eq: mg.einsum(eq, *xs), lambda *xs, eq=eq: np.einsum(eq, *xs))
+case("einsum", "prim", inputs(normal(2, 3), normal(3, 4)),
+     lambda x, y: P("einsum")(x, y, equation="ij,jk->ik"), lambda x, y: x @ y)
+case("mul", "outer", inputs(normal(3), normal(4)), lambda x, y: mg.outer(x, y), np.outer)
+case("matmul", "bmm", inputs(normal(2, 3, 4), normal(2, 4, 2)), lambda x, y: mg.bmm(x, y),
+     np.matmul)
+case("matmul", "addmm", inputs(normal(3), normal(2, 4), normal(4, 3)),
+     lambda b, x, y: mg.addmm(b, x, y, beta=0.5, alpha=2.0),
+     lambda b, x, y: 0.5 * b + 2.0 * (x @ y))
+case("matmul", "addmm-beta0", inputs(normal(2, 4), normal(4, 3)),
+     lambda x, y: mg.addmm(mg.tensor(np.full((2, 3), np.nan)), x, y, beta=0),
+     lambda x, y: x @ y)
+case("matmul", "baddbmm", inputs(normal(2, 3, 2), normal(2, 3, 4), normal(2, 4, 2)),
+     lambda b, x, y: b.baddbmm(x, y, alpha=0.5), lambda b, x, y: b + 0.5 * (x @ y))
+
+case("vector_norm", "2-all", inputs(normal(3, 4)), lambda x: mg.linalg.vector_norm(x),
+     lambda x: np.sqrt((x * x).sum()))
+case("vector_norm", "3-dim-keepdim", inputs(away(0.2, 2, 3, 4)),
+     lambda x: P("vector_norm")(x, ord=3.0, dim=(1,), keepdim=True),
+     lambda x: (np.abs(x) ** 3).sum(1, keepdims=True) ** (1 / 3))
+case("vector_norm", "public-fro-dims", inputs(normal(2, 3, 4)), lambda x: x.norm(dim=(0, 2)),
+     lambda x: np.sqrt((x * x).sum((0, 2))))
+case("vector_norm", "public-p1.5", inputs(away(0.2, 2, 5)), lambda x: mg.norm(x, p=1.5),
+     lambda x: (np.abs(x) ** 1.5).sum() ** (1 / 1.5))
+case("abs", "norm-1", inputs(away(0.2, 2, 3, 4)), lambda x: mg.norm(x, p=1, dim=1),
+     lambda x: np.abs(x).sum(1))
+case("amax", "norm-inf", inputs(distinct(3, 4)), lambda x: mg.linalg.vector_norm(x, math.inf, 1),
+     lambda x: np.abs(x).max(1))
+
+
+_F = mg.nn.functional
+case("pad", "prim-grow-and-crop", inputs(normal(3, 4)),
+     lambda x: P("pad")(x, widths=((1, -1), (-2, 3)), value=0.5),
+     lambda x: np.pad(x[:-1, 2:], ((1, 0), (0, 3)), constant_values=0.5))
+case("pad", "public-last-two", inputs(normal(2, 3, 2)), lambda x: _F.pad(x, (1, 0, 2, 1)),
+     lambda x: np.pad(x, ((0, 0), (2, 1), (1, 0))))
+for mode, np_mode in (("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")):
+    case("getitem", f"pad-{mode}", inputs(normal(2, 3, 4)),
+         lambda x, mode=mode: _F.pad(x, (2, 1, 1, 2), mode=mode),
+         lambda x, np_mode=np_mode: np.pad(x, ((0, 0), (1, 2), (2, 1)), mode=np_mode))
+case("getitem", "interpolate-nearest", inputs(normal(1, 2, 3, 2)),
+     lambda x: _F.interpolate(x, size=(5, 3)),
+     lambda x: x[:, :, [0, 0, 1, 1, 2]][:, :, :, [0, 0, 1]])
+case("getitem", "interpolate-nearest-1d-down", inputs(normal(2, 1, 5)),
+     lambda x: _F.interpolate(x, scale_factor=0.5), lambda x: x[:, :, [0, 2]])
+case("mul", "interpolate-bilinear", inputs(normal(1, 2, 2, 3)),
+     lambda x: _F.interpolate(x, scale_factor=2, mode="bilinear"),
+     lambda x: _np_bilinear(x, 4, 6, False))
+case("mul", "interpolate-bilinear-align-corners", inputs(normal(2, 1, 3, 2)),
+     lambda x: _F.interpolate(x, size=(4, 3), mode="bilinear", align_corners=True),
+     lambda x: _np_bilinear(x, 4, 3, True))
+case("mul", "interpolate-linear", inputs(normal(1, 2, 4)),
+     lambda x: _F.interpolate(x, size=3, mode="linear"),
+     lambda x: _np_bilinear(x[:, :, None], 1, 3, False)[:, :, 0])
+
+
+def _np_bilinear(x: np.ndarray, oh: int, ow: int, align: bool) -> np.ndarray:
+    """Bilinear resizing one output pixel at a time, as PyTorch's formulas state it."""
+    n, c, h, w = x.shape
+    out = np.zeros((n, c, oh, ow))
+
+    def src(i: int, size_in: int, size_out: int) -> float:
+        if align:
+            return i * (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+        return max((i + 0.5) * size_in / size_out - 0.5, 0.0)
+
+    for i in range(oh):
+        for j in range(ow):
+            y, z = src(i, h, oh), src(j, w, ow)
+            y0, z0 = min(int(y), h - 1), min(int(z), w - 1)
+            y1, z1 = min(y0 + 1, h - 1), min(z0 + 1, w - 1)
+            ly, lz = y - y0, z - z0
+            out[:, :, i, j] = ((1 - ly) * (1 - lz) * x[:, :, y0, z0]
+                               + (1 - ly) * lz * x[:, :, y0, z1]
+                               + ly * (1 - lz) * x[:, :, y1, z0] + ly * lz * x[:, :, y1, z1])
+    return out
+
+
 # ---------------------------------------------------------------------------- non-differentiable
 
 def _ties(rng: np.random.Generator) -> Arrays:
@@ -821,6 +1045,19 @@ for op, npf, opf in (
 nondiff("logical_not", "prim", lambda rng: _bools(rng)[:1], lambda x: P("logical_not")(x),
         np.logical_not)
 nondiff("logical_not", "operator", lambda rng: _bools(rng)[:1], lambda x: ~x, np.logical_not)
+
+
+nondiff("isfinite", "special", lambda rng: (np.array([1.0, np.inf, -np.inf, np.nan, 0.0]),),
+        lambda x: P("isfinite")(x), np.isfinite)
+nondiff("isfinite", "method", inputs(normal(2, 3)), lambda x: x.isfinite(), np.isfinite)
+nondiff("isnan", "special", lambda rng: (np.array([1.0, np.inf, np.nan, -0.0]),),
+        lambda x: mg.isnan(x), np.isnan)
+
+
+nondiff("one_hot", "2d", lambda rng: (np.array([[0, 3], [2, 2]]),),
+        lambda t: _F.one_hot(t, 4), lambda t: np.eye(4, dtype=np.int64)[t])
+nondiff("one_hot", "inferred", lambda rng: (np.array([1, 0, 2]),), lambda t: _F.one_hot(t),
+        lambda t: np.eye(3, dtype=np.int64)[t])
 
 
 def all_cases() -> list[Case]:

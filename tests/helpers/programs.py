@@ -27,6 +27,8 @@ never repeat a position.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +38,7 @@ from hypothesis import strategies as st
 
 import memgrad as mg
 import memgrad.nn.functional as F
-from memgrad.checkpoint import checkpoint
+from memgrad.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 from memgrad.checkpoint import policy as ckpt_policy
 
 __all__ = [
@@ -103,6 +105,12 @@ class Region:
     outputs: tuple[int, ...]
     reentrant: bool
     policy: str
+    # non-reentrant only: early stop, PyTorch's spelling of the policy (context_fn with
+    # create_selective_checkpoint_contexts) instead of policy=, and a nested region run as
+    # its own checkpoint inside this one
+    early_stop: bool = True
+    sac: bool = False
+    inner: Region | None = None
 
 
 @dataclass
@@ -180,17 +188,7 @@ class Program:
                 lines.append(_code(self.instrs[k], n))
                 k += 1
                 continue
-            a = ", ".join(n[r] for r in reg.args)
-            lines.append(f"def region{reg.start}({a}):  # reads by closure: "
-                         f"{', '.join(n[r] for r in reg.closure) or '-'}")
-            lines += ["    " + _code(ins, n) for ins in self.instrs[reg.start:reg.stop]]
-            outs = ", ".join(n[r] for r in reg.outputs)
-            lines.append(f"    return ({outs},)")
-            opts = "use_reentrant=True" if reg.reentrant else (
-                "use_reentrant=False" + ("" if reg.policy == "none"
-                                         else f", policy=policy.{reg.policy}"))
-            lines.append(f"({outs},) = checkpoint(region{reg.start}, {a}{', ' if a else ''}"
-                         f"{opts})")
+            lines += self._region_source(reg, "")
             k = reg.stop
         terms = [f"({n[r]} * mg.tensor(np.random.default_rng([{self.seed}, 7, {j}])"
                  f".standard_normal({self.out_shapes[j]}))).sum()"
@@ -201,6 +199,32 @@ class Program:
             lines.append("    " + _mutation_code(mutation, n))
         lines.append("loss.backward()")
         return "\n".join(lines)
+
+    def _region_source(self, reg: Region, pad: str) -> list[str]:
+        n = self.names
+        a = ", ".join(n[r] for r in reg.args)
+        lines = [f"{pad}def region{reg.start}({a}):  # reads by closure: "
+                 f"{', '.join(n[r] for r in reg.closure) or '-'}"]
+        k = reg.start
+        while k < reg.stop:
+            if reg.inner is not None and k == reg.inner.start:
+                lines += self._region_source(reg.inner, pad + "    ")
+                k = reg.inner.stop
+            else:
+                lines.append(pad + "    " + _code(self.instrs[k], n))
+                k += 1
+        outs = ", ".join(n[r] for r in reg.outputs)
+        lines.append(f"{pad}    return ({outs},)")
+        if reg.reentrant:
+            opts = "use_reentrant=True"
+        else:
+            opts = "use_reentrant=False" + ("" if reg.early_stop else ", early_stop=False")
+            if reg.policy != "none":
+                opts += (f", context_fn=sac(policy.{reg.policy})" if reg.sac
+                         else f", policy=policy.{reg.policy}")
+        lines.append(f"{pad}({outs},) = checkpoint(region{reg.start}, {a}{', ' if a else ''}"
+                     f"{opts})")
+        return lines
 
     def __repr__(self) -> str:
         return "Program:\n" + self.source()
@@ -292,6 +316,47 @@ def _np_layer_norm(a, w, b, k):
     if b is not None:
         out = out + b
     return out
+
+
+def _np_batch_norm(a, w, b):
+    axes = (0,) + tuple(range(2, a.ndim))
+    shape = (-1,) + (1,) * (a.ndim - 2)
+    mu = a.mean(axis=axes, keepdims=True)
+    out = (a - mu) / np.sqrt(((a - mu) ** 2).mean(axis=axes, keepdims=True) + 1e-5)
+    out = out if w is None else out * w.reshape(shape)
+    return out if b is None else out + b.reshape(shape)
+
+
+def _np_group_norm(a, w, b, groups):
+    g = a.reshape(a.shape[0], groups, -1)
+    mu = g.mean(axis=2, keepdims=True)
+    out = ((g - mu) / np.sqrt(((g - mu) ** 2).mean(axis=2, keepdims=True) + 1e-5))
+    out = out.reshape(a.shape)
+    shape = (-1,) + (1,) * (a.ndim - 2)
+    out = out if w is None else out * w.reshape(shape)
+    return out if b is None else out + b.reshape(shape)
+
+
+def _np_rms_norm(a, w, k):
+    axes = tuple(range(a.ndim - k, a.ndim))
+    out = a / np.sqrt((a * a).mean(axis=axes, keepdims=True) + np.finfo(np.float64).eps)
+    return out if w is None else out * w
+
+
+def _kink_batch_norm(a, out, p):
+    axes = (0,) + tuple(range(2, a[0].ndim))
+    # like std: a variance too small for finite differences is rejected
+    return None, np.var(a[0], axis=axes) * (TIE / VAR_MIN), False
+
+
+def _kink_group_norm(a, out, p):
+    var = np.var(a[0].reshape(a[0].shape[0], p["groups"], -1), axis=2)
+    return None, var * (TIE / VAR_MIN), False
+
+
+def _kink_rms_norm(a, out, p):
+    axes = tuple(range(a[0].ndim - len(p["shape"]), a[0].ndim))
+    return None, (a[0] * a[0]).mean(axis=axes) * (TIE / VAR_MIN), False
 
 
 def _np_cross_entropy(a, t, reduction):
@@ -430,7 +495,42 @@ def _mg_copy(t: mg.Tensor, values: Any) -> None:
     t.copy_(mg.tensor(np.asarray(values, dtype=t.dtype)))
 
 
+_np_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _np_index_select(a: list, p: dict) -> np.ndarray:
+    return np.take(a[0], np.asarray(p["index"], dtype=np.int64), axis=p["dim"])
+
+
 OPS: dict[str, OpSpec] = {
+    "sin": OpSpec(lambda a, p: _arr(np.sin(a[0])), lambda a, p: a[0].sin(),
+                  lambda n, p: f"{n[0]}.sin()"),
+    "cos": OpSpec(lambda a, p: _arr(np.cos(a[0])), lambda a, p: mg.cos(a[0]),
+                  lambda n, p: f"mg.cos({n[0]})"),
+    "erf": OpSpec(lambda a, p: _arr(_np_erf(a[0])), lambda a, p: a[0].erf(),
+                  lambda n, p: f"{n[0]}.erf()"),
+    "log1p_safe": OpSpec(lambda a, p: _arr(np.log1p(a[0] * a[0])),
+                         lambda a, p: (a[0] * a[0]).log1p(),
+                         lambda n, p: f"({n[0]} * {n[0]}).log1p()"),
+    "rsqrt_safe": OpSpec(lambda a, p: _arr(1 / np.sqrt(a[0] * a[0] + 0.5)),
+                         lambda a, p: (a[0] * a[0] + 0.5).rsqrt(),
+                         lambda n, p: f"({n[0]} * {n[0]} + 0.5).rsqrt()"),
+    "flip": OpSpec(lambda a, p: np.flip(a[0], p["dims"]).copy(),
+                   lambda a, p: a[0].flip(p["dims"]),
+                   lambda n, p: f"{n[0]}.flip({p['dims']})"),
+    "roll": OpSpec(lambda a, p: np.roll(a[0], p["shift"], axis=p["dim"]),
+                   lambda a, p: mg.roll(a[0], p["shift"], p["dim"]),
+                   lambda n, p: f"mg.roll({n[0]}, {p['shift']}, {p['dim']})"),
+    "cumsum": OpSpec(lambda a, p: np.cumsum(a[0], axis=p["dim"]),
+                     lambda a, p: a[0].cumsum(p["dim"]),
+                     lambda n, p: f"{n[0]}.cumsum({p['dim']})"),
+    "tril": OpSpec(lambda a, p: np.tril(a[0], p["diagonal"]),
+                   lambda a, p: a[0].tril(p["diagonal"]),
+                   lambda n, p: f"{n[0]}.tril({p['diagonal']})"),
+    "index_select": OpSpec(_np_index_select,
+                           lambda a, p: a[0].index_select(p["dim"], mg.tensor(p["index"])),
+                           lambda n, p: f"{n[0]}.index_select({p['dim']}, "
+                                        f"mg.tensor({p['index']}))"),
     "add": _binary(np.add, lambda x, y: x + y, "+"),
     "sub": _binary(np.subtract, lambda x, y: x - y, "-"),
     "mul": _binary(np.multiply, lambda x, y: x * y, "*"),
@@ -532,6 +632,24 @@ OPS: dict[str, OpSpec] = {
         lambda a, p: F.layer_norm(a[0], p["shape"], *_split_args(a, p)),
         lambda n, p: f"F.layer_norm({n[0]}, {tuple(p['shape'])}, "
                      f"{', '.join(str(x) for x in _split_args(n, p))})"),
+    "batch_norm": OpSpec(
+        lambda a, p: _np_batch_norm(a[0], *_split_args(a, p)),
+        lambda a, p: F.batch_norm(a[0], None, None, *_split_args(a, p), training=True),
+        lambda n, p: f"F.batch_norm({n[0]}, None, None, "
+                     f"{', '.join(str(x) for x in _split_args(n, p))}, training=True)",
+        _kink_batch_norm),
+    "group_norm": OpSpec(
+        lambda a, p: _np_group_norm(a[0], *_split_args(a, p), p["groups"]),
+        lambda a, p: F.group_norm(a[0], p["groups"], *_split_args(a, p)),
+        lambda n, p: f"F.group_norm({n[0]}, {p['groups']}, "
+                     f"{', '.join(str(x) for x in _split_args(n, p))})",
+        _kink_group_norm),
+    "rms_norm": OpSpec(
+        lambda a, p: _np_rms_norm(a[0], a[1] if p["weight"] else None, len(p["shape"])),
+        lambda a, p: F.rms_norm(a[0], p["shape"], a[1] if p["weight"] else None),
+        lambda n, p: f"F.rms_norm({n[0]}, {tuple(p['shape'])}, "
+                     f"{n[1] if p['weight'] else None})",
+        _kink_rms_norm),
     "cross_entropy": OpSpec(
         lambda a, p: _np_cross_entropy(a[0], a[1], p["reduction"]),
         lambda a, p: F.cross_entropy(a[0], a[1], reduction=p["reduction"]),
@@ -659,21 +777,44 @@ def _exec(env: dict, ins: Instr) -> None:
         env[ins.out] = out
 
 
-def _run_region(prog: Program, env: dict, reg: Region) -> None:
-    instrs = prog.instrs[reg.start:reg.stop]
+def _sac(predicate: Callable | None) -> Callable:
+    """``predicate`` (over op records) as a selective-checkpoint ``context_fn``."""
 
+    def policy_fn(ctx: Any, op: Any, *args: Any, **params: Any) -> CheckpointPolicy:
+        prim = mg.ops.REGISTRY[_NAME_OF[id(op)]]
+        return (CheckpointPolicy.MUST_SAVE if predicate is not None and predicate(prim)
+                else CheckpointPolicy.PREFER_RECOMPUTE)
+
+    return functools.partial(create_selective_checkpoint_contexts, policy_fn,
+                             allow_cache_entry_mutation=True)
+
+
+_NAME_OF = {id(h): name for name, h in mg.ops.HANDLES.items()}
+
+
+def _run_region(prog: Program, env: dict, reg: Region) -> None:
     def region(*tensors: mg.Tensor) -> tuple:
         local = {r: env[r] for r in reg.closure}  # read when the function runs
         local.update(zip(reg.args, tensors))
-        for ins in instrs:
-            _exec(local, ins)
+        k = reg.start
+        while k < reg.stop:
+            if reg.inner is not None and k == reg.inner.start:
+                _run_region(prog, local, reg.inner)
+                k = reg.inner.stop
+            else:
+                _exec(local, prog.instrs[k])
+                k += 1
         return tuple(local[r] for r in reg.outputs)
 
     args = [env[r] for r in reg.args]
     if reg.reentrant:
         outs = checkpoint(region, *args, use_reentrant=True)
+    elif reg.sac:
+        outs = checkpoint(region, *args, use_reentrant=False, early_stop=reg.early_stop,
+                          context_fn=_sac(POLICIES[reg.policy]))
     else:
-        outs = checkpoint(region, *args, use_reentrant=False, policy=POLICIES[reg.policy])
+        outs = checkpoint(region, *args, use_reentrant=False, early_stop=reg.early_stop,
+                          policy=POLICIES[reg.policy])
     if isinstance(outs, mg.Tensor):
         outs = (outs,)
     env.update(zip(reg.outputs, outs))
@@ -916,6 +1057,30 @@ def _mk_binary(op: str):
 def _mk_unary(op: str):
     def make(g: _Gen) -> bool:
         g.emit(op, (g.pick(),), {})
+        return True
+    return make
+
+
+def _mk_along(op: str):
+    """flip, roll, cumsum, tril and index_select of a register along one of its dims."""
+    def make(g: _Gen) -> bool:
+        a = g.pick(pred=lambda r: g.np[r].ndim >= (2 if op == "tril" else 1))
+        if a is None:
+            return False
+        x = g.np[a]
+        d = g.integer(-x.ndim, x.ndim - 1)
+        if op == "flip":
+            params: dict = {"dims": (d,)}
+        elif op == "roll":
+            params = {"shift": g.integer(-3, 3), "dim": d}
+        elif op == "cumsum":
+            params = {"dim": d}
+        elif op == "tril":
+            params = {"diagonal": g.integer(-1, 1)}
+        else:
+            n = x.shape[d]
+            params = {"dim": d, "index": [g.integer(0, n - 1) for _ in range(g.integer(1, 4))]}
+        g.emit(op, (a,), params)
         return True
     return make
 
@@ -1174,6 +1339,54 @@ def _mk_layer_norm(g: _Gen) -> bool:
     return True
 
 
+def _mk_channel_norm(op: str):
+    """batch_norm (batch statistics) or group_norm over (N, C, ...) with optional
+    per-channel weight and bias."""
+
+    def make(g: _Gen) -> bool:
+        def fits(r: int) -> bool:
+            s = g.shape(r)
+            if len(s) < 2 or s[1] == 0:
+                return False
+            return (s[0] * int(np.prod(s[2:], dtype=np.int64)) >= 2 if op == "batch_norm"
+                    else int(np.prod(s[2:], dtype=np.int64)) >= 1)
+
+        a = g.pick(pred=fits)
+        if a is None:
+            return False
+        s = g.shape(a)
+        c = s[1]
+        args = [a]
+        params: dict = {"weight": False, "bias": False}
+        if op == "group_norm":
+            groups = g.choose([k for k in range(1, c + 1) if c % k == 0])
+            if c // groups * int(np.prod(s[2:], dtype=np.int64)) < 2:
+                return False
+            params["groups"] = groups
+        for key in ("weight", "bias"):
+            if g.flag():
+                args.append(g.partner((c,), lambda r: g.shape(r) == (c,)))
+                params[key] = True
+        g.emit(op, tuple(args), params)
+        return True
+
+    return make
+
+
+def _mk_rms_norm(g: _Gen) -> bool:
+    a = g.pick(pred=lambda r: g.np[r].ndim >= 1)
+    if a is None:
+        return False
+    s = g.shape(a)
+    shape = s[len(s) - g.integer(1, min(2, len(s))):]
+    args = [a]
+    params = {"shape": tuple(shape), "weight": g.flag()}
+    if params["weight"]:
+        args.append(g.partner(shape, lambda r: g.shape(r) == shape))
+    g.emit("rms_norm", tuple(args), params)
+    return True
+
+
 def _mk_cross_entropy(g: _Gen) -> bool:
     a = g.pick(pred=lambda r: 1 <= g.np[r].ndim <= 3)
     if a is None:
@@ -1392,7 +1605,11 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
     [("tanh", _mk_unary("tanh")), ("exp", _mk_unary("exp")),
      ("sigmoid", _mk_unary("sigmoid")), ("relu", _mk_unary("relu")),
      ("abs", _mk_unary("abs")), ("neg", _mk_unary("neg")), ("square", _mk_unary("square")),
-     ("log_safe", _mk_unary("log_safe")), ("sqrt_safe", _mk_unary("sqrt_safe"))],
+     ("log_safe", _mk_unary("log_safe")), ("sqrt_safe", _mk_unary("sqrt_safe")),
+     ("sin", _mk_unary("sin")), ("cos", _mk_unary("cos")), ("erf", _mk_unary("erf")),
+     ("log1p_safe", _mk_unary("log1p_safe")), ("rsqrt_safe", _mk_unary("rsqrt_safe"))],
+    [("flip", _mk_along("flip")), ("roll", _mk_along("roll")), ("cumsum", _mk_along("cumsum")),
+     ("tril", _mk_along("tril")), ("index_select", _mk_along("index_select"))],
     [("reshape", _mk_reshape), ("transpose", _mk_transpose), ("permute", _mk_permute),
      ("unsqueeze", _mk_unsqueeze), ("squeeze", _mk_squeeze), ("expand", _mk_expand),
      ("getitem", _mk_getitem)],
@@ -1403,6 +1620,8 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
      ("std", _mk_reduce("std")), ("logsumexp", _mk_reduce("logsumexp"))],
     [("matmul", _mk_matmul), ("softmax", _mk_softmax("softmax")),
      ("log_softmax", _mk_softmax("log_softmax")), ("layer_norm", _mk_layer_norm)],
+    [("batch_norm", _mk_channel_norm("batch_norm")),
+     ("group_norm", _mk_channel_norm("group_norm")), ("rms_norm", _mk_rms_norm)],
     [("cat", _mk_cat), ("stack", _mk_stack)],
 ]
 
@@ -1431,6 +1650,37 @@ def _region_ok(g: _Gen, start: int, stop: int, outputs_after: Callable) -> bool:
             return False  # it would change a register of the enclosing program
     outs = outputs_after(start, stop)
     return bool(outs) and all(g.kinds[r] == "f" for r in outs)
+
+
+def _draw_region(draw: Callable, g: _Gen, start: int, stop: int, outputs: list[int]) -> Region:
+    """A checkpointed region over instructions ``start:stop`` returning ``outputs``: which
+    registers it takes as arguments and which by closure, its variant and policy."""
+    inside = {ins.out for ins in g.instrs[start:stop] if ins.out is not None}
+    reads = list(dict.fromkeys(r for ins in g.instrs[start:stop] for r in ins.args
+                               if r not in inside))
+    closure = [r for r in reads if draw(st.booleans())]
+    args = [r for r in reads if r not in closure]
+    reentrant = draw(st.booleans())
+    before = g.grad_before[start]
+
+    def grad(r: int, before: list[bool] = before) -> bool:
+        # at the region's start (leaves drawn later are inputs)
+        return g.kinds[r] == "f" and (before[r] if r < len(before) else
+                                      g.origin[r] == "leaf")
+
+    if reentrant and not any(grad(r) for r in args):
+        # the reentrant variant needs an argument that requires grad (as in PyTorch)
+        movable = [r for r in closure if grad(r)]
+        if movable:
+            closure.remove(movable[0])
+            args.append(movable[0])
+        else:
+            reentrant = False
+    pol = "none" if reentrant else draw(st.sampled_from(sorted(POLICIES)))
+    early_stop = reentrant or draw(st.booleans(), label="early stop")
+    sac = not reentrant and pol != "none" and draw(st.booleans(), label="sac")
+    return Region(start, stop, tuple(args), tuple(closure), tuple(outputs), reentrant, pol,
+                  early_stop, sac)
 
 
 @st.composite
@@ -1484,30 +1734,12 @@ def programs(draw: Callable, inplace: bool = False, max_instrs: int = 8,
             stop -= 1
         if stop == start:
             continue
-        inside = {ins.out for ins in g.instrs[start:stop] if ins.out is not None}
-        reads = list(dict.fromkeys(r for ins in g.instrs[start:stop] for r in ins.args
-                                   if r not in inside))
-        closure = [r for r in reads if draw(st.booleans())]
-        args = [r for r in reads if r not in closure]
-        reentrant = draw(st.booleans())
-        before = g.grad_before[start]
-
-        def grad(r: int, before: list[bool] = before) -> bool:
-            # at the region's start (leaves drawn later are inputs)
-            return g.kinds[r] == "f" and (before[r] if r < len(before) else
-                                          g.origin[r] == "leaf")
-
-        if reentrant and not any(grad(r) for r in args):
-            # the reentrant variant needs an argument that requires grad (as in PyTorch)
-            movable = [r for r in closure if grad(r)]
-            if movable:
-                closure.remove(movable[0])
-                args.append(movable[0])
-            else:
-                reentrant = False
-        pol = "none" if reentrant else draw(st.sampled_from(sorted(POLICIES)))
-        regions.append(Region(start, stop, tuple(args), tuple(closure),
-                              tuple(outputs_after(start, stop)), reentrant, pol))
+        reg = _draw_region(draw, g, start, stop, outputs_after(start, stop))
+        if stop - start >= 2 and draw(st.booleans(), label="nested"):
+            split = draw(st.integers(start + 1, stop - 1))
+            if _region_ok(g, start, split, outputs_after):
+                reg.inner = _draw_region(draw, g, start, split, outputs_after(start, split))
+        regions.append(reg)
         taken = stop
 
     return Program(

@@ -376,7 +376,9 @@ def test_cross_entropy_errors_name_shapes_and_dtypes():
     x = T(rand(4, 3))
     with pytest.raises(ShapeError, match=r"input of shape \(4, 3\).*\(4,\).*\(3,\)"):
         F.cross_entropy(x, T(np.array([0, 1, 2])))
-    with pytest.raises(TypeError, match="class indices.*float64"):
+    with pytest.raises(TypeError, match="class indices.*bool"):
+        F.cross_entropy(x, T(np.array([True, False, True, True])))
+    with pytest.raises(ShapeError, match=r"class-probability targets.*\(4, 3\).*\(4,\)"):
         F.cross_entropy(x, T(rand(4)))
     with pytest.raises(IndexError, match="target 3 is out of bounds for 3 classes"):
         F.cross_entropy(x, T(np.array([0, 1, 2, 3])))
