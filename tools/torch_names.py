@@ -46,7 +46,7 @@ COMMON: list[tuple[str, str, str]] = [
         dtype device Generator
     """),
     ("torch.Tensor", "memgrad.Tensor", """
-        shape dtype device ndim dim size numel item tolist numpy to cpu float double half
+        shape dtype device ndim dim size numel item tolist numpy to cpu cuda float double half
         long int bool type clone detach detach_ requires_grad requires_grad_ backward grad
         grad_fn is_leaf retain_grad register_hook view view_as reshape reshape_as expand
         expand_as repeat permute transpose t T mT contiguous is_contiguous flatten unflatten
@@ -137,11 +137,15 @@ def namespace(path: str) -> Any:
 
 
 def has(space: Any, torch_path: str, name: str) -> bool:
-    """Whether memgrad's ``space`` has PyTorch's ``name`` (or RENAMED's name for it)."""
-    if space is None:
-        return False
-    ours = RENAMED.get(f"{torch_path}.{name}", name)
-    return hasattr(space, ours.split("(")[0])
+    """Whether memgrad's ``space`` has PyTorch's ``name``, or RENAMED's name for it."""
+    return space is not None and (hasattr(space, name) or renamed(space, torch_path, name))
+
+
+def renamed(space: Any, torch_path: str, name: str) -> bool:
+    """Whether ``space`` lacks PyTorch's ``name`` but has RENAMED's name for the same thing."""
+    ours = RENAMED.get(f"{torch_path}.{name}")
+    return (space is not None and ours is not None and not hasattr(space, name)
+            and hasattr(space, ours.split("(")[0]))
 
 
 def missing(common: list[tuple[str, str, str]] = COMMON) -> list[tuple[str, str, list[str]]]:
@@ -174,8 +178,8 @@ def table(common: list[tuple[str, str, str]] = COMMON) -> str:
               "| PyTorch | memgrad |", "| --- | --- |"]
     for torch_path, target, names in common:
         for name in names.split():
-            ours = RENAMED.get(f"{torch_path}.{name}")
-            if ours is not None and has(namespace(target), torch_path, name):
+            if renamed(namespace(target), torch_path, name):
+                ours = RENAMED[f"{torch_path}.{name}"]
                 lines.append(f"| `{torch_path}.{name}` | `{target}.{ours}` |")
     return "\n".join(lines) + "\n"
 

@@ -470,7 +470,9 @@ def conv1d(
         input: (N, C, L), or (C, L) for one unbatched sample.
         weight: (CO, C / groups, K).
         bias: (CO,) or None.
-        stride, padding, dilation: an int (or a 1-tuple).
+        stride: an int (or a 1-tuple).
+        padding: an int (or a 1-tuple).
+        dilation: an int (or a 1-tuple).
         groups: as for ``conv2d``.
 
     Returns:
@@ -529,8 +531,9 @@ def avg_pool2d(
 
     Args:
         input: (N, C, H, W), or (C, H, W) for one unbatched sample.
-        kernel_size, stride, padding: an int or a pair; ``stride`` defaults to
-            ``kernel_size``; ``padding`` (zeros) is at most half of ``kernel_size``.
+        kernel_size: an int or a pair.
+        stride: an int or a pair; defaults to ``kernel_size``.
+        padding: an int or a pair of zeros, at most half of ``kernel_size``.
         ceil_mode: only False (the default) is supported.
         count_include_pad: divide by the whole window (True) or by its elements that are
             not padding.
