@@ -19,6 +19,7 @@ from memgrad import (  # noqa: F401 (_kernels)
     ops,
     optim,
     random,
+    utils,
 )
 from memgrad.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from memgrad.errors import (
@@ -53,7 +54,8 @@ from memgrad.factories import (
 )
 from memgrad.ops import *  # noqa: F403 (the public functions: NOTE [ Public names ])
 from memgrad.ops import linalg
-from memgrad.random import fork_rng, get_rng_state, manual_seed, seed, set_rng_state
+from memgrad.random import Generator, fork_rng, get_rng_state, manual_seed, seed, set_rng_state
+from memgrad.serialization import load, save
 from memgrad.tensor import Tensor, bool_, float16, float32, float64, int32, int64
 from memgrad.tensor import bool_ as bool  # noqa: A004 (torch's dtype names)
 from memgrad.tensor import float16 as half
@@ -68,9 +70,9 @@ __all__ = [
     "Tensor", "tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like",
     "ones_like", "full_like", "empty_like", "arange", "eye", "randn", "rand", "randint",
     "randn_like", "rand_like", "randint_like", "randperm", "device", "manual_seed", "seed",
-    "get_rng_state", "set_rng_state",
-    "fork_rng", "random", "float16", "float32", "float64", "int32", "int64", "bool_", "half",
-    "float", "double", "int", "long", "bool", "linalg", "no_grad", "enable_grad",
+    "get_rng_state", "set_rng_state", "fork_rng", "Generator", "random", "save", "load",
+    "utils", "float16", "float32", "float64", "int32", "int64", "bool_", "half", "float",
+    "double", "int", "long", "bool", "linalg", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "autograd", "checkpoint", "distributed", "memory",
     "jit", "nn", "ops", "optim", "MemgradError", "ShapeError", "CheckpointError",
     "GradcheckError", "PlanError", "TraceError", "__version__",

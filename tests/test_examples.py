@@ -23,6 +23,7 @@ PAGES = [
     "docs/jit.md",
     "docs/memory.md",
     "docs/planning.md",
+    "docs/saving.md",
 ]
 
 # a line every script must print; a new example without an entry here fails the test

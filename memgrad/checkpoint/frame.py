@@ -222,6 +222,7 @@ class Frame:
             found: list[Tensor] = []
             self.call = _template((args, kwargs), found)
             self.saved_args = [save(t, False, _MARKER, i) for i, t in enumerate(found)]
+            self.arg_versions = [(t._version_counter(), t._version) for t in found]
         else:
             self.call = (args, kwargs)
             self.saved_args = None
@@ -329,10 +330,23 @@ class Frame:
             )
         return t
 
+    def _check_arguments(self) -> None:
+        """The tensor arguments, saved through the enclosing hooks, are as the forward pass
+        read them (NOTE [ Recompute rules ] point 5): else the recomputation would differ."""
+        for i, (vc, version) in enumerate(self.arg_versions):
+            if vc.v != version:
+                raise CheckpointError(
+                    f"memgrad.checkpoint: tensor argument {i} of the checkpointed function was "
+                    f"changed in place after the forward pass (version {version} -> {vc.v}), "
+                    "so recomputing would give other activations than the forward pass did. "
+                    "Change it after backward, or pass the function a copy (.clone())."
+                )
+
     def _recompute(self) -> None:
         run = _Recomputation(self)
         self.recomputations += 1
         if self.nested:
+            self._check_arguments()
             args, kwargs = _fill(self.call, [
                 s.unpack(None, "checkpoint") for s in self.saved_args  # type: ignore[union-attr]
             ])

@@ -1,7 +1,10 @@
 """The ``memgrad`` command: argument parsing and printing around small, testable functions.
 
 - ``memgrad train`` trains a small causal transformer language model on the Python standard
-  library's own source, checkpointed under a memory budget (``memgrad.cli.train``).
+  library's own source, checkpointed under a memory budget (``memgrad.cli.train``);
+  ``--save PATH`` keeps the run and ``--resume PATH`` continues it.
+- ``memgrad sample PATH`` writes text with the model a ``--save`` run kept
+  (``memgrad.cli.sample``).
 - ``memgrad tune MODEL`` measures peak memory, step time and gradient agreement for equal
   segment counts and the planner's choice under budgets (``memgrad.cli.tune``).
 - ``memgrad plan MODEL --budget 64MB`` prints the planner's segmentation and predictions.
@@ -12,7 +15,8 @@ Errors in what was asked for (an unknown model, an unreadable or impossible budg
 line on stderr and exit status 2.
 
 Example:
-    $ memgrad train --steps 100
+    $ memgrad train --steps 100 --save run.npz
+    $ memgrad sample run.npz --prompt "def " --tokens 100
     $ memgrad tune mlp --budgets 25%,50% --plot tradeoff.png
     $ memgrad plan transformer --budget 50%
 """
@@ -30,6 +34,7 @@ from numpy.typing import DTypeLike
 import memgrad as mg
 import memgrad.distributed as dist
 from memgrad.cli.output import CliError, first_line
+from memgrad.cli.sample import run_sample
 from memgrad.cli.train import run_train
 from memgrad.cli.tune import run_plan, run_tune
 from memgrad.models import BUILTIN
@@ -254,6 +259,20 @@ def _rate(example: str) -> Callable[[str], float]:
     return parse
 
 
+def _temperature(text: str) -> float:
+    """An argparse type: a sampling temperature, a finite float of 0 or more."""
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number of 0 or more, got {text}; e.g. 0.8, or 0 for the most "
+            "likely bytes"
+        )
+    return value
+
+
+_temperature.__name__ = "float"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with its errors on one line (the house rule for every error of the command):
     the message and where the usage is, without the usage itself."""
@@ -285,18 +304,20 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         epilog=SIZE_HELP + "; a percentage is of the plain (uncheckpointed) step's peak.",
     )
     p.add_argument("--steps", type=_count(1), default=150, help="training steps (default: 150)")
-    p.add_argument("--batch", type=_count(1), default=16,
-                   help="sequences per step on each rank (default: 16)")
-    p.add_argument("--seq", type=_count(2), default=64,
-                   help="bytes per sequence, the context length (default: 64)")
-    p.add_argument("--d-model", type=_count(1), default=64,
-                   help="embedding size, a multiple of --heads (default: 64)")
-    p.add_argument("--heads", type=_count(1), default=4, help="attention heads (default: 4)")
-    p.add_argument("--blocks", type=_count(1), default=4,
-                   help="transformer blocks (default: 4)")
-    p.add_argument("--lr", type=_rate("3e-3"), default=3e-3,
-                   help="AdamW learning rate, above 0 (default: 3e-3)")
-    p.add_argument("--seed", type=_count(0), default=0, help="random seed, 0 or more (default: 0)")
+    saved = ", or the saved run's with --resume"
+    p.add_argument("--batch", type=_count(1),
+                   help=f"sequences per step on each rank (default: 16{saved})")
+    p.add_argument("--seq", type=_count(2),
+                   help=f"bytes per sequence, the context length (default: 64{saved})")
+    p.add_argument("--d-model", type=_count(1),
+                   help=f"embedding size, a multiple of --heads (default: 64{saved})")
+    p.add_argument("--heads", type=_count(1), help=f"attention heads (default: 4{saved})")
+    p.add_argument("--blocks", type=_count(1),
+                   help=f"transformer blocks (default: 4{saved})")
+    p.add_argument("--lr", type=_rate("3e-3"),
+                   help=f"AdamW learning rate, above 0 (default: 3e-3{saved})")
+    p.add_argument("--seed", type=_count(0),
+                   help=f"random seed, 0 or more (default: 0{saved})")
     p.add_argument("--budget",
                    help="memory budget of a step: a size or a percentage of the plain step's "
                    "peak (default: 50%%, or the least feasible budget when that is too little)")
@@ -305,9 +326,15 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--samples", type=_count(0), default=3,
                    help="text samples to print at the end (default: 3)")
     p.add_argument("--save", metavar="PATH",
-                   help="write the trained weights (state_dict) to PATH with numpy.savez")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
-                   help="floating dtype of the weights and activations (default: float32)")
+                   help="write the model's hyperparameters, its weights, the AdamW state and "
+                   "the step count to PATH (.npz is added when missing), for --resume and "
+                   "'memgrad sample'; the file holds only data (mg.save)")
+    p.add_argument("--resume", metavar="PATH",
+                   help="continue the run that --save wrote to PATH: the same model, "
+                   "weights, optimizer state, data order and step count; --steps more steps")
+    p.add_argument("--dtype", choices=("float32", "float64"),
+                   help=f"floating dtype of the weights and activations (default: "
+                   f"float32{saved})")
     p.add_argument("--nproc", type=int, metavar="N",
                    help="train data-parallel on N processes that it starts with mpiexec "
                    "(needs the dist extra: pip install 'memgrad[dist]'); --batch is per "
@@ -315,6 +342,26 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                    "process alone, or the ranks of 'mpiexec -n N memgrad train' when run "
                    "under mpiexec (default: 1)")
     p.set_defaults(func=run_train)
+
+
+def _add_sample(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sample",
+        help="write text with a model saved by 'memgrad train --save'",
+        description="Load the model that 'memgrad train --save PATH' wrote and print the "
+        "prompt followed by the bytes the model writes after it, drawn one at a time at "
+        "--temperature from --seed (the same seed gives the same text).",
+    )
+    p.add_argument("path", metavar="PATH", help="a file written by 'memgrad train --save'")
+    p.add_argument("--prompt", default="def ", help="the text to continue (default: 'def ')")
+    p.add_argument("--tokens", type=_count(1), default=200,
+                   help="bytes to write after the prompt (default: 200)")
+    p.add_argument("--temperature", type=_temperature, default=0.8,
+                   help="sampling temperature, 0 or more; 0 takes the most likely byte "
+                   "(default: 0.8)")
+    p.add_argument("--seed", type=_count(0), default=0,
+                   help="random seed, 0 or more (default: 0)")
+    p.set_defaults(func=run_sample)
 
 
 def _add_grads(p: argparse.ArgumentParser) -> None:
@@ -412,6 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(func=_demo)
     _add_train(sub)
+    _add_sample(sub)
     _add_tune(sub)
     _add_plan(sub)
     return parser

@@ -39,6 +39,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -60,6 +61,7 @@ from memgrad import nn
 from memgrad.checkpoint import CheckpointedSequential, Plan, plan, plan_from_profile
 from memgrad.cli.measure import accounting, compare_grads, measure_step, time_step
 from memgrad.cli.output import CliError, check_writable, console, first_line
+from memgrad.cli.saved import MODEL_KEYS, load_run, save_run, saved_model
 from memgrad.cli.sizes import SizeError, format_bytes, parse_size, size_at_least
 from memgrad.distributed import (
     DistributedDataParallel,
@@ -73,10 +75,12 @@ from memgrad.sizes import physical_memory
 
 __all__ = [
     "STDLIB_FILES",
+    "TRAIN_DEFAULTS",
     "stdlib_corpus",
     "num_windows",
     "window_batch",
     "generate",
+    "printable",
     "train_argv",
     "run_train",
 ]
@@ -91,6 +95,10 @@ STDLIB_FILES = (
 CORPUS_BYTES = 300_000
 PERCENT_OF = "the plain step's peak"
 DIST_FIX = "pip install 'memgrad[dist]'"
+# the options a run file keeps (memgrad.cli.saved); the parser leaves them None so that
+# --resume can tell a value given from a default
+TRAIN_DEFAULTS = {"d_model": 64, "heads": 4, "blocks": 4, "seq": 64, "dtype": "float32",
+                  "lr": 3e-3, "batch": 16, "seed": 0}
 INTERRUPT_WAIT_SECONDS = 5  # for mpiexec to end its ranks after Ctrl-C, per attempt
 
 
@@ -220,35 +228,47 @@ def _choose_plan(
     return plan_from_profile(least.profiles, least.predicted_peak)
 
 
-def _shard_batches(sampler: DistributedSampler, batch: int) -> Iterator[np.ndarray]:
-    """This rank's window numbers in consecutive chunks of ``batch``, epoch after epoch; a
-    short tail of an epoch is dropped (every rank's shard has the same length, so all ranks
-    start the next epoch together)."""
-    epoch = 0
+def _shard_batches(sampler: DistributedSampler, batch: int,
+                   start: int = 0) -> Iterator[np.ndarray]:
+    """This rank's window numbers in consecutive chunks of ``batch``, epoch after epoch, from
+    the ``start``-th chunk on (a resumed run continues where the saved one stopped); a short
+    tail of an epoch is dropped (every rank's shard has the same length, so all ranks start
+    the next epoch together)."""
+    per_epoch = len(sampler) // batch
+    epoch, first = divmod(start, per_epoch)
     while True:
         sampler.set_epoch(epoch)
         shard = sampler.indices()
-        for k in range(len(shard) // batch):
+        for k in range(first, per_epoch):
             yield shard[k * batch : (k + 1) * batch]
-        epoch += 1
+        epoch, first = epoch + 1, 0
 
 
 def _train(
     model: nn.Sequential, chosen: Plan, tokens: np.ndarray, args: argparse.Namespace,
-    out: Console,
-) -> list[float]:
-    """The training loop, under a progress bar; returns the loss of every step (this
-    rank's). Memory accounting must be on (``accounting()``), so that tracking each step
-    costs little. Every rank runs it (NOTE [ Data-parallel train ])."""
+    out: Console, run: dict[str, Any] | None,
+) -> tuple[list[float], mg.optim.AdamW]:
+    """The training loop, under a progress bar, continuing the saved ``run`` when given;
+    returns the loss of every step of this call (this rank's) and the optimizer. Memory
+    accounting must be on (``accounting()``), so that tracking each step costs little.
+    Every rank runs it (NOTE [ Data-parallel train ])."""
     world = dist.world_size()
     # DDP averages the gradients of a backward that follows a forward through it, so the
     # checkpointed model is a Module
     net = DistributedDataParallel(CheckpointedSequential(model, chosen),
                                   gradient_as_bucket_view=True)
     opt = mg.optim.AdamW(model.parameters(), lr=args.lr)
+    done = 0
+    if run is not None:  # NOTE [ Train run file ]: everything continues from its step
+        opt.load_state_dict(run["optimizer"])
+        for group in opt.param_groups:
+            group["lr"] = args.lr  # an --lr given with --resume replaces the saved one
+        mg.set_rng_state(run["rng"])
+        done = run["step"]
     sampler = DistributedSampler(num_windows(len(tokens), args.seq), num_replicas=world,
                                  rank=dist.rank(), shuffle=True, seed=args.seed)
-    batches = _shard_batches(sampler, args.batch)
+    batches = _shard_batches(sampler, args.batch, done)
+    last = done + args.steps
     every = args.log_every or max(1, args.steps // 10)
     tokens_per_step = args.batch * args.seq * world  # global: every rank's batch
     whose = " (rank 0)" if world > 1 else ""
@@ -260,7 +280,8 @@ def _train(
     )
     with Progress(*columns, console=out) as progress:
         task = progress.add_task("train", total=args.steps, loss="-", rate="-", peak="-")
-        for step in range(1, args.steps + 1):
+        for i in range(1, args.steps + 1):
+            step = done + i
             x, y = window_batch(tokens, next(batches), args.seq)
             start = time.perf_counter()
             opt.zero_grad()
@@ -273,18 +294,18 @@ def _train(
             del loss_t
             opt.step()
             now = tokens_per_step / (time.perf_counter() - start)
-            rate = now if step == 1 else 0.9 * rate + 0.1 * now
+            rate = now if i == 1 else 0.9 * rate + 0.1 * now
             losses.append(loss)
             peak = max(peak, trace.peak_above_start)
             progress.update(task, advance=1, loss=f"{loss:.3f}", rate=f"{rate:,.0f}",
                             peak=format_bytes(peak))
-            if step % every == 0 or step in (1, args.steps):
+            if i % every == 0 or i in (1, args.steps):
                 progress.console.print(
-                    f"step {step:5d}/{args.steps}  loss {loss:.4f}{whose}  {rate:8,.0f} tok/s  "
+                    f"step {step:5d}/{last}  loss {loss:.4f}{whose}  {rate:8,.0f} tok/s  "
                     f"peak {format_bytes(trace.peak_above_start)}"
                 )
     opt.zero_grad()
-    return losses
+    return losses, opt
 
 
 def _compare(
@@ -316,7 +337,14 @@ def _compare(
     out.print(table)
 
 
-def _printable(data: bytes) -> str:
+def printable(data: bytes) -> str:
+    """Bytes as text that is safe to print: UTF-8 with U+FFFD for what is not, tabs as four
+    spaces, and every other unprintable character but the newline as a space.
+
+    Example:
+        >>> printable(bytes([97, 9, 27, 98])), printable(bytes([0xff]))
+        ('a     b', '\ufffd')
+    """
     text = data.decode("utf-8", errors="replace").replace("\t", "    ")
     return "".join(c if c.isprintable() or c == "\n" else " " for c in text)
 
@@ -331,8 +359,8 @@ def _samples(model: nn.Sequential, held_out: np.ndarray, args: argparse.Namespac
     texts = generate(model, prompts, 80, args.seq, 0.7, np.random.default_rng(args.seed))
     out.print("samples (a prompt from held-out source in bold, then the model's bytes):")
     for i, (prompt, cont) in enumerate(zip(prompts, texts)):
-        head = _printable(bytes(prompt.tolist()))
-        lines = (head + _printable(bytes(cont.tolist()))).splitlines()[:3]
+        head = printable(bytes(prompt.tolist()))
+        lines = (head + printable(bytes(cont.tolist()))).splitlines()[:3]
         sample = Text("\n".join(lines))
         sample.stylize("bold cyan", 0, len(head))
         out.print(Panel(sample, title=f"sample {i + 1}", title_align="left"))
@@ -444,6 +472,36 @@ def _check_sizes(args: argparse.Namespace, processes: int) -> None:
             raise CliError(f"--budget: {e}") from None
 
 
+def _resolve_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Fill in the options of ``TRAIN_DEFAULTS`` left out (``None``): from the run file of
+    ``--resume`` when given, else the defaults. Returns the run file, or None.
+
+    Raises:
+        CliError: when ``--resume`` is not a run file, or a model option given with it
+            differs from the saved model's (the shape of the weights cannot change).
+    """
+    run = load_run(args.resume, "--resume") if args.resume else None
+    saved = {} if run is None else {**run["training"], **run["model"]}
+    for key, default in TRAIN_DEFAULTS.items():
+        given = getattr(args, key)
+        if run is not None and key in MODEL_KEYS and given not in (None, saved[key]):
+            flag = "--" + key.replace("_", "-")
+            raise CliError(f"{flag} {given}: the model saved in {args.resume} has {flag} "
+                           f"{saved[key]}; drop {flag} (a resumed run keeps its model)")
+        if given is None:
+            setattr(args, key, saved.get(key, default))
+    return run
+
+
+def _save(path: Path, args: argparse.Namespace, model: nn.Sequential, opt: mg.optim.AdamW,
+          losses: list[float], rng: dict[str, Any], out: Console) -> None:
+    """Write the run file (NOTE [ Train run file ]) and say what it holds."""
+    hyper = {key: getattr(args, key) for key in TRAIN_DEFAULTS} | {"world": dist.world_size()}
+    count, size = save_run(path, hyper, model, opt, losses, rng)
+    out.print(f"saved {count} tensors ({format_bytes(size)}) with the hyperparameters, the "
+              f"AdamW state and step {len(losses)} to {path}")
+
+
 def _run_train(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     if args.nproc is not None and args.nproc < 1:
@@ -462,6 +520,7 @@ def _run_train(args: argparse.Namespace) -> int:
         )
     launching = args.nproc is not None and args.nproc > 1
     ranks = args.nproc if launching else world
+    run = _resolve_options(args)
     _check_sizes(args, args.nproc if launching else 1)
     save = check_writable(args.save, "--save", ".npz") if args.save else None
 
@@ -485,8 +544,13 @@ def _run_train(args: argparse.Namespace) -> int:
     out = console() if rank == 0 else Console(quiet=True)
     mg.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    model = build_lm(args.d_model, args.heads, args.blocks, args.seq)
-    model.to(np.dtype(args.dtype))
+    if run is None:
+        model = build_lm(args.d_model, args.heads, args.blocks, args.seq)
+        model.to(np.dtype(args.dtype))
+    else:  # its generator's state is restored where the steps continue
+        model = saved_model(run, "--resume", args.resume)
+        out.print(f"resuming {args.resume}: step {run['step']}, loss "
+                  f"{run['losses'][-1]:.4f}; {args.steps} more steps")
     stages = list(model)
     n_params = sum(p.numel() for p in model.parameters())
     names = ", ".join(f.name for f in files)
@@ -532,7 +596,8 @@ def _run_train(args: argparse.Namespace) -> int:
         chosen = dist.broadcast_object(chosen, src=0)  # it pickles
         if isinstance(chosen, CliError):
             raise chosen
-        losses = _train(model, chosen, train_tokens, args, out)
+        losses, opt = _train(model, chosen, train_tokens, args, out, run)
+    rng_after = mg.get_rng_state()
     if rank != 0:
         return 0  # NOTE [ Data-parallel train ] step 3: the rest is rank 0's alone
     with mg.no_grad():
@@ -546,9 +611,7 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.samples:
         _samples(model, held_out, args, out)
     if save is not None:
-        state = model.state_dict()
-        np.savez(save, **state)
-        total = sum(a.nbytes for a in state.values())
-        out.print(f"saved {len(state)} tensors ({format_bytes(total)}) to {save}")
+        before = [] if run is None else run["losses"].tolist()
+        _save(save, args, model, opt, before + losses, rng_after, out)
     out.print(f"done in {time.perf_counter() - began:.1f} s")
     return 0

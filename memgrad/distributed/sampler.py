@@ -12,6 +12,8 @@ from collections.abc import Iterator, Sized
 
 import numpy as np
 
+from memgrad.utils.data import Sampler
+
 __all__ = ["DistributedSampler"]
 
 _API = "DistributedSampler"
@@ -31,7 +33,7 @@ def _is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-class DistributedSampler:
+class DistributedSampler(Sampler):
     """Give each rank a disjoint, deterministic slice of a dataset's indices per epoch.
 
     Args:
@@ -43,6 +45,11 @@ class DistributedSampler:
             ``memgrad.distributed.rank()``.
         shuffle: draw a fresh permutation every epoch (``True``) or keep ``range(n)`` order.
         seed: a non-negative int; all ranks must pass the same one.
+        drop_last: ``True`` (the default) drops the remainder as described below;
+            ``False`` pads as PyTorch's ``drop_last=False`` does: the order is extended by
+            repeating its head until it is a multiple of ``num_replicas``, so every example
+            is seen and each rank gets ``ceil(n / num_replicas)`` indices (a few examples
+            go to two ranks).
 
     For epoch ``e`` the order is ``np.random.default_rng([seed, e]).permutation(n)`` (or
     ``np.arange(n)`` when ``shuffle=False``). It is cut to the largest multiple of
@@ -72,6 +79,8 @@ class DistributedSampler:
         ...     s.set_epoch(3)
         >>> sorted(list(ranks[0]) + list(ranks[1])) == list(range(10))
         True
+        >>> list(DistributedSampler(5, num_replicas=2, rank=1, shuffle=False, drop_last=False))
+        [1, 3, 0]
     """
 
     def __init__(
@@ -81,6 +90,7 @@ class DistributedSampler:
         rank: int | None = None,
         shuffle: bool = True,
         seed: int = 0,
+        drop_last: bool = True,
     ) -> None:
         self.dataset_len: int = _dataset_len(dataset)
         if num_replicas is None or rank is None:
@@ -126,12 +136,22 @@ class DistributedSampler:
                 "non-negative int on every rank, e.g. seed=0"
             )
 
+        if not isinstance(drop_last, (bool, np.bool_)):
+            raise TypeError(
+                f"{_API}: drop_last must be a bool, got {drop_last!r} of type "
+                f"{type(drop_last).__name__}; pass True to drop the remainder or False to pad"
+            )
+
         self.num_replicas: int = int(num_replicas)
         self.rank: int = int(rank)
         self.shuffle: bool = bool(shuffle)
         self.seed: int = int(seed)
+        self.drop_last: bool = bool(drop_last)
         self.epoch: int = 0
-        self.num_samples: int = self.dataset_len // self.num_replicas
+        if self.drop_last:
+            self.num_samples: int = self.dataset_len // self.num_replicas
+        else:
+            self.num_samples = -(-self.dataset_len // self.num_replicas)
         self.total_size: int = self.num_samples * self.num_replicas
 
     def set_epoch(self, epoch: int) -> None:
@@ -165,6 +185,8 @@ class DistributedSampler:
             order = np.random.default_rng([self.seed, self.epoch]).permutation(n)
         else:
             order = np.arange(n)
+        if self.total_size > n:  # drop_last=False: pad with the head, repeated as needed
+            order = np.resize(order, self.total_size)
         # See NOTE [ Sampler order and the global batch ].
         return np.array(order[self.rank : self.total_size : self.num_replicas], dtype=np.int64)
 
@@ -177,7 +199,8 @@ class DistributedSampler:
     def __repr__(self) -> str:
         return (
             f"{_API}(dataset={self.dataset_len}, num_replicas={self.num_replicas}, "
-            f"rank={self.rank}, shuffle={self.shuffle}, seed={self.seed}, epoch={self.epoch})"
+            f"rank={self.rank}, shuffle={self.shuffle}, seed={self.seed}, "
+            f"drop_last={self.drop_last}, epoch={self.epoch})"
         )
 
 

@@ -600,10 +600,9 @@ class AdaptiveAvgPool2d(Module):
 
 
 class Upsample(Module):
-    """Upsample (N, C, L), (N, C, H, W) or (N, C, D, H, W) input by repeating each element
-    ``scale_factor`` times along each spatial dimension (``mode="nearest"``), or to ``size``
-    when that is a whole multiple of the input's size. Other modes and fractional factors
-    raise ``NotImplementedError``.
+    """Resize (N, C, L), (N, C, H, W) or (N, C, D, H, W) input to ``size`` or by
+    ``scale_factor``, as ``torch.nn.Upsample``: ``F.interpolate`` with these arguments
+    (``mode`` ``"nearest"``, ``"linear"``, ``"bilinear"`` or ``"trilinear"``).
 
     Example:
         >>> import memgrad as mg
@@ -617,58 +616,20 @@ class Upsample(Module):
         scale_factor: float | tuple[float, ...] | None = None,
         mode: str = "nearest",
         align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
     ) -> None:
         super().__init__()
         if (size is None) == (scale_factor is None):
             raise ValueError("Upsample: give exactly one of size and scale_factor")
-        if mode != "nearest":
-            raise NotImplementedError(
-                f"Upsample: mode {mode!r} is not supported; only mode='nearest' (with whole "
-                "scale factors) is"
-            )
-        if align_corners is not None:
-            raise ValueError("Upsample: align_corners only applies to the interpolating "
-                             "modes, not to 'nearest'")
         self.size = size
         self.scale_factor = scale_factor
         self.mode = mode
-
-    def _factors(self, input: Tensor) -> tuple[int, ...]:
-        spatial = tuple(input.shape[2:])
-        k = len(spatial)
-        if self.scale_factor is not None:
-            given = self.scale_factor
-            wanted = tuple(given) if isinstance(given, (tuple, list)) else (given,) * k
-            if len(wanted) != k:
-                raise ValueError(f"Upsample: scale_factor {given!r} does not match the {k} "
-                                 f"spatial dimensions of input of shape {input.shape}")
-            factors = wanted
-        else:
-            given = self.size
-            sizes = tuple(given) if isinstance(given, (tuple, list)) else (given,) * k
-            if len(sizes) != k:
-                raise ValueError(f"Upsample: size {given!r} does not match the {k} spatial "
-                                 f"dimensions of input of shape {input.shape}")
-            factors = tuple(s / n if n else math.nan for s, n in zip(sizes, spatial))
-        if not all(float(f).is_integer() and f >= 1 for f in factors):
-            raise NotImplementedError(
-                f"Upsample: only whole scale factors >= 1 are supported, got {factors} for "
-                f"input of shape {input.shape} ({'size' if self.size else 'scale_factor'}="
-                f"{given!r})"
-            )
-        return tuple(int(f) for f in factors)
+        self.align_corners = align_corners
+        self.recompute_scale_factor = recompute_scale_factor
 
     def forward(self, input: Tensor) -> Tensor:
-        if not isinstance(input, Tensor) or input.ndim not in (3, 4, 5):
-            got = input.shape if isinstance(input, Tensor) else type(input).__name__
-            raise ValueError(f"Upsample: expected a 3-D, 4-D or 5-D input (N, C, ...), got "
-                             f"{got}")
-        factors = self._factors(input)
-        n, c, *spatial = input.shape
-        spread = (n, c) + tuple(v for s in spatial for v in (s, 1))
-        tiled = (n, c) + tuple(v for s, f in zip(spatial, factors) for v in (s, f))
-        return input.reshape(spread).expand(tiled).reshape(
-            (n, c) + tuple(s * f for s, f in zip(spatial, factors)))
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                           self.recompute_scale_factor)
 
     def extra_repr(self) -> str:
         given = f"size={self.size}" if self.size is not None else \

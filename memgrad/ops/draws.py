@@ -17,6 +17,7 @@ import numpy as np
 from memgrad.errors import ShapeError
 from memgrad.ops.inplace import _copy, _inplace
 from memgrad.ops.registry import public
+from memgrad.random import Generator
 from memgrad.random import generator as _global
 from memgrad.tensor import Tensor
 
@@ -24,12 +25,12 @@ __all__ = ["bernoulli", "multinomial", "normal_", "uniform_"]
 
 
 def _gen(generator: Any, api: str) -> np.random.Generator:
-    if generator is None:
-        return _global()
+    if generator is None or isinstance(generator, Generator):
+        return _global(generator)
     if isinstance(generator, np.random.Generator):
         return generator
     raise TypeError(f"{api}: generator must be None (the global generator, seeded by "
-                    f"mg.manual_seed) or a numpy.random.Generator, got "
+                    f"mg.manual_seed), an mg.Generator or a numpy.random.Generator, got "
                     f"{type(generator).__name__}")
 
 

@@ -198,3 +198,17 @@ def test_a_reentrant_checkpoint_inside_a_non_reentrant_one(early_stop):
     e = np.exp(x.numpy())
     c = np.tanh(3 * e)
     np.testing.assert_allclose(x.grad.numpy(), ((1 - c ** 2) * 3 * e * e + c * e), rtol=1e-12)
+
+
+def test_an_inner_argument_changed_after_the_forward_is_a_checkpoint_error():
+    x = leaf(3, seed=9)
+
+    def outer(a):
+        return checkpoint(lambda t: t.tanh().tanh(), a) * 2.0
+
+    y = checkpoint(outer, x)
+    with mg.no_grad():
+        x.mul_(2.0)  # eager would not mind (tanh keeps its output), the recomputation would
+    with pytest.raises(mg.CheckpointError, match="tensor argument 0 of the checkpointed "
+                                                 "function was changed in place"):
+        y.sum().backward()

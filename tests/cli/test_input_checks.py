@@ -42,8 +42,11 @@ BAD_VALUES: dict[tuple[str, str], list[str]] = {
     ("train", "--samples"): ["-1"],
     ("train", "--nproc"): ["0", "-2", "two"],
     ("tune", "--repeats"): ["0", "-1"],
+    ("sample", "--tokens"): ["0", "-1", "many"],
+    ("sample", "--temperature"): ["-1", "-0.5", "nan", "inf", "-inf", "warm"],
+    ("sample", "--seed"): ["-1", "1.5"],
 }
-POSITIONAL = {"tune": ["mlp"], "plan": ["mlp"], "demo": [], "train": []}
+POSITIONAL = {"tune": ["mlp"], "plan": ["mlp"], "demo": [], "train": [], "sample": ["run.npz"]}
 
 
 def _typed_options() -> set[tuple[str, str]]:

@@ -31,8 +31,7 @@ def test_train_learns_and_saves_loadable_weights(cli, tmp_path):
     assert "sample 1" in out
     path = tmp_path / "weights.npz"
     assert f"to {path}" in out.replace("\n", "")
-    with np.load(path) as saved:
-        state = dict(saved)
+    state = mg.load(path)["weights"]
     model = build_lm(d_model=32, heads=4, blocks=2, seq=32)
     assert model.load_state_dict(state) == ([], [])
     assert np.array_equal(model.state_dict()["0.tokens.weight"], state["0.tokens.weight"])

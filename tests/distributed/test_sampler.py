@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -198,6 +199,36 @@ def test_defaults_come_from_memgrad_distributed_comm(monkeypatch):
 
 # --- errors -------------------------------------------------------------------------------------
 
+def _pytorch_padded_shard(order, world, rank):
+    """torch.utils.data.DistributedSampler.__iter__ with drop_last=False, as written there."""
+    indices = list(order)
+    total_size = math.ceil(len(indices) / world) * world
+    padding_size = total_size - len(indices)
+    if padding_size <= len(indices):
+        indices += indices[:padding_size]
+    else:
+        indices += (indices * math.ceil(padding_size / len(indices)))[:padding_size]
+    return indices[rank:total_size:world]
+
+
+@pytest.mark.parametrize("n, world", [(n, w) for n, w in SIZES if n] + [(1, 4), (2, 7)])
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_drop_last_false_pads_as_pytorch_does(n, world, shuffle):
+    samplers = [DistributedSampler(n, num_replicas=world, rank=r, shuffle=shuffle, seed=3,
+                                   drop_last=False) for r in range(world)]
+    order = np.random.default_rng([3, 1]).permutation(n) if shuffle else np.arange(n)
+    for r, s in enumerate(samplers):
+        s.set_epoch(1)
+        assert list(s) == _pytorch_padded_shard(order.tolist(), world, r)
+        assert len(s) == math.ceil(n / world)
+    # every example is seen; only the padding repeats some
+    assert set().union(*(set(s) for s in samplers)) == set(range(n))
+
+
+def test_drop_last_false_on_an_empty_dataset_yields_nothing():
+    assert list(DistributedSampler(0, num_replicas=3, rank=1, drop_last=False)) == []
+
+
 BAD_CONSTRUCTIONS = [
     # (kwargs, exception type, fragments the message must contain)
     ({"dataset": True}, TypeError, ["dataset", "True", "__len__"]),
@@ -216,6 +247,7 @@ BAD_CONSTRUCTIONS = [
     ({"seed": -1}, ValueError, ["seed", "non-negative", "-1"]),
     ({"seed": 1.5}, TypeError, ["seed", "1.5", "float"]),
     ({"seed": False}, TypeError, ["seed", "False", "bool"]),
+    ({"drop_last": 1}, TypeError, ["drop_last must be a bool", "got 1", "False to pad"]),
 ]
 
 

@@ -159,10 +159,12 @@ def test_upsample_nearest_repeats_each_element():
     # each input element's gradient is the sum over its copies
     assert gradcheck(lambda a: nn.Upsample(scale_factor=(2, 1))(a).pow(2),
                      (T(rand(1, 2, 2, 2), True),))
-    with pytest.raises(NotImplementedError, match="whole scale factors"):
-        nn.Upsample(scale_factor=1.5)(T(x))
-    with pytest.raises(NotImplementedError, match="mode 'bilinear'"):
-        nn.Upsample(scale_factor=2, mode="bilinear")
+    # bilinear is F.interpolate's: PyTorch's align_corners=False weights (a 1-D row of
+    # [1, 2] doubled is [1, 1.25, 1.75, 2])
+    row = nn.Upsample(scale_factor=2, mode="bilinear")(T(np.array([[[[1.0, 2.0]]]])))
+    np.testing.assert_allclose(row.numpy()[0, 0, 0], [1.0, 1.25, 1.75, 2.0])
+    with pytest.raises(NotImplementedError, match="mode='bicubic' is not supported"):
+        nn.Upsample(scale_factor=2, mode="bicubic")(T(x))
     with pytest.raises(ValueError, match="exactly one of size and scale_factor"):
         nn.Upsample()
 
