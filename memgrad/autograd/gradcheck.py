@@ -46,7 +46,8 @@ def gradcheck(
         inputs: a Tensor or a sequence of arguments; Tensors that do not require grad and
             non-Tensors are passed through unchanged.
         eps: the finite-difference step.
-        atol, rtol: absolute and relative tolerance.
+        atol: the absolute tolerance.
+        rtol: the relative tolerance.
         raise_exception: on a mismatch, raise (True) or return False.
 
     Returns:
@@ -83,10 +84,10 @@ def gradgradcheck(
     Runs :func:`gradcheck` on ``(inputs..., grad_outputs...) -> autograd.grad(fn(inputs),
     inputs, grad_outputs, create_graph=True)``, dropping the gradients of unused inputs.
     That checks the double backward of every op in ``fn``, with respect to both the inputs
-    and the incoming gradients.
+    and the incoming gradients. ``fn``, ``inputs``, ``eps``, ``atol``, ``rtol`` and
+    ``raise_exception`` are as for :func:`gradcheck`.
 
     Args:
-        fn, inputs, eps, atol, rtol, raise_exception: as for :func:`gradcheck`.
         grad_outputs: one gradient per floating-point output of ``fn`` that requires grad.
             By default random float64 tensors that require grad, drawn from a local
             generator seeded with 0 (the global generator is not touched). Given ones are

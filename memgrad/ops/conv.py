@@ -245,8 +245,9 @@ def conv2d(
         input: (N, C, H, W), or (C, H, W) for one unbatched sample.
         weight: (CO, C / groups, KH, KW).
         bias: (CO,) or None.
-        stride, padding, dilation: an int or a pair (height, width); padding adds zeros on
-            both sides.
+        stride: an int or a pair (height, width).
+        padding: an int or a pair (height, width) of zeros added on both sides.
+        dilation: an int or a pair (height, width).
         groups: split the channels into this many independent convolutions.
 
     Returns:
@@ -393,8 +394,10 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1) -
 
     Args:
         input: (N, C, H, W), or (C, H, W) for one unbatched sample.
-        kernel_size, stride, padding, dilation: an int or a pair (height, width); ``stride``
-            defaults to ``kernel_size``; ``padding`` is at most half of ``kernel_size``.
+        kernel_size: an int or a pair (height, width).
+        stride: an int or a pair (height, width); defaults to ``kernel_size``.
+        padding: an int or a pair (height, width), at most half of ``kernel_size``.
+        dilation: an int or a pair (height, width).
 
     Returns:
         (N, C, OH, OW) with ``OH = (H + 2*padding - dilation*(KH - 1) - 1) // stride + 1``
@@ -467,7 +470,9 @@ def conv1d(
         input: (N, C, L), or (C, L) for one unbatched sample.
         weight: (CO, C / groups, K).
         bias: (CO,) or None.
-        stride, padding, dilation: an int (or a 1-tuple).
+        stride: an int (or a 1-tuple).
+        padding: an int (or a 1-tuple).
+        dilation: an int (or a 1-tuple).
         groups: as for ``conv2d``.
 
     Returns:
@@ -526,8 +531,9 @@ def avg_pool2d(
 
     Args:
         input: (N, C, H, W), or (C, H, W) for one unbatched sample.
-        kernel_size, stride, padding: an int or a pair; ``stride`` defaults to
-            ``kernel_size``; ``padding`` (zeros) is at most half of ``kernel_size``.
+        kernel_size: an int or a pair.
+        stride: an int or a pair; defaults to ``kernel_size``.
+        padding: an int or a pair of zeros, at most half of ``kernel_size``.
         ceil_mode: only False (the default) is supported.
         count_include_pad: divide by the whole window (True) or by its elements that are
             not padding.

@@ -73,15 +73,21 @@ def reshape(input: Tensor, *shape) -> Tensor:
 def view(input: Tensor, *shape) -> Tensor:
     """As ``reshape``, but raises instead of copying when the data cannot be viewed."""
     shape = shape_args(shape, "view")
+    data = input._data
+    # np.reshape returns a view whenever one exists, so a result in a fresh buffer means the
+    # strides forbid a view (NumPy 2.0 has no reshape(copy=False) to ask directly)
     try:
-        np.reshape(input._data, shape, copy=False)
+        viewed = np.reshape(data, shape)
     except ValueError as e:
-        raise RuntimeError(
-            f"view: cannot view a tensor of shape {input.shape} (strides "
-            f"{input._data.strides}) as shape {shape} without copying ({e}); use .reshape(...) "
-            "instead"
-        ) from None
-    return _reshape(input, shape=shape)
+        why = str(e)
+    else:
+        if viewed.size == 0 or np.may_share_memory(viewed, data):
+            return _reshape(input, shape=shape)
+        why = "its strides do not allow one"
+    raise RuntimeError(
+        f"view: cannot view a tensor of shape {input.shape} (strides {data.strides}) as shape "
+        f"{shape} without copying ({why}); use .reshape(...) instead"
+    )
 
 
 @primitive("permute", view=True, kind="movement")

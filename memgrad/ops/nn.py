@@ -372,7 +372,8 @@ def layer_norm(
     Args:
         input: (*, *normalized_shape), float32 or float64.
         normalized_shape: the trailing shape to normalize over (an int for one dim).
-        weight, bias: tensors of ``normalized_shape``, or None.
+        weight: a tensor of ``normalized_shape``, or None.
+        bias: a tensor of ``normalized_shape``, or None.
         eps: added to the variance.
 
     Example:
@@ -595,7 +596,8 @@ def cross_entropy(
         weight: a (C,) tensor of class weights (a constant: it gets no gradient). Each
             element's loss is scaled by the weight of its target class, and the mean
             divides by the sum of those weights instead of the count.
-        size_average, reduce: PyTorch's deprecated spellings of ``reduction``.
+        size_average: PyTorch's deprecated spelling of ``reduction``.
+        reduce: PyTorch's deprecated spelling of ``reduction``.
         ignore_index: targets equal to it contribute nothing (and are not counted by the
             mean); for class indices only.
         reduction: ``"mean"`` (over the targets not ignored, or over the elements for
@@ -1042,7 +1044,8 @@ def binary_cross_entropy_with_logits(
         input: logits, float32 or float64.
         target: probabilities of ``input``'s shape (floating; may require grad).
         weight: rescales each element's loss (broadcast to ``input``'s shape).
-        size_average, reduce: PyTorch's deprecated spellings of ``reduction``.
+        size_average: PyTorch's deprecated spelling of ``reduction``.
+        reduce: PyTorch's deprecated spelling of ``reduction``.
         reduction: ``"mean"`` (over all elements), ``"sum"`` or ``"none"``.
         pos_weight: the weight of the positive term, broadcast along the last dimension
             (one value per class).

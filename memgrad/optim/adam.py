@@ -116,7 +116,11 @@ class AdamW(Adam):
     plain gradient.
 
     Args:
-        params, lr, betas, eps, amsgrad: as for ``Adam``.
+        params: as for ``Adam``.
+        lr: as for ``Adam``.
+        betas: as for ``Adam``.
+        eps: as for ``Adam``.
+        amsgrad: as for ``Adam``.
         weight_decay: decoupled weight decay (default 0.01).
 
     Example:

@@ -554,9 +554,11 @@ class DataLoader:
         collate_fn: merges a list of samples into a batch (default: ``default_collate``).
         pin_memory: accepted; memgrad's tensors already live in host memory.
         drop_last: drop the last batch when it is short.
-        timeout, worker_init_fn, prefetch_factor, persistent_workers: accepted for
-            PyTorch's signature, with its checks; they concern worker processes, which
-            memgrad does not start.
+        timeout: accepted for PyTorch's signature, with its checks (worker processes,
+            which memgrad does not start).
+        worker_init_fn: likewise.
+        prefetch_factor: likewise.
+        persistent_workers: likewise.
         generator: an ``mg.Generator`` for the shuffling order (default: the global
             generator).
 
