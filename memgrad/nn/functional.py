@@ -11,7 +11,7 @@ Example:
     tensor([0., 2.])
 """
 
-from memgrad.ops import relu, sigmoid, tanh
+from memgrad.ops import sigmoid, tanh
 from memgrad.ops.conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d
 from memgrad.ops.nn import (
     binary_cross_entropy_with_logits,
@@ -28,6 +28,7 @@ from memgrad.ops.nn import (
     mish,
     mse_loss,
     nll_loss,
+    relu,
     scaled_dot_product_attention,
     silu,
     softmax,

@@ -116,7 +116,7 @@ class Linear(Module):
 
 
 class ReLU(Module):
-    """``max(x, 0)`` elementwise.
+    """``max(x, 0)`` elementwise; ``inplace=True`` overwrites the input.
 
     Example:
         >>> import memgrad as mg
@@ -124,8 +124,15 @@ class ReLU(Module):
         tensor([0., 2.])
     """
 
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, input: Tensor) -> Tensor:
-        return F.relu(input)
+        return F.relu(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):
@@ -600,15 +607,17 @@ class AdaptiveAvgPool2d(Module):
 
 
 class Upsample(Module):
-    """Upsample (N, C, L), (N, C, H, W) or (N, C, D, H, W) input by repeating each element
-    ``scale_factor`` times along each spatial dimension (``mode="nearest"``), or to ``size``
-    when that is a whole multiple of the input's size. Other modes and fractional factors
-    raise ``NotImplementedError``.
+    """Resize (N, C, L), (N, C, H, W) or (N, C, D, H, W) input to ``size`` or by
+    ``scale_factor``: ``F.interpolate`` with this module's ``mode`` (``"nearest"``,
+    ``"linear"``, ``"bilinear"`` or ``"trilinear"``) and ``align_corners``, as in PyTorch.
 
     Example:
         >>> import memgrad as mg
         >>> mg.nn.Upsample(scale_factor=2)(mg.tensor([[[1.0, 2.0]]]))
         tensor([[[1., 1., 2., 2.]]])
+        >>> mg.nn.Upsample(scale_factor=2, mode="linear", align_corners=True)(
+        ...     mg.tensor([[[1.0, 4.0]]]))
+        tensor([[[1., 2., 3., 4.]]])
     """
 
     def __init__(
@@ -617,63 +626,34 @@ class Upsample(Module):
         scale_factor: float | tuple[float, ...] | None = None,
         mode: str = "nearest",
         align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
     ) -> None:
         super().__init__()
         if (size is None) == (scale_factor is None):
             raise ValueError("Upsample: give exactly one of size and scale_factor")
-        if mode != "nearest":
+        if mode not in ("nearest", "linear", "bilinear", "trilinear"):
             raise NotImplementedError(
-                f"Upsample: mode {mode!r} is not supported; only mode='nearest' (with whole "
-                "scale factors) is"
+                f"Upsample: mode {mode!r} is not supported; use 'nearest', 'linear', "
+                "'bilinear' or 'trilinear'"
             )
-        if align_corners is not None:
+        if align_corners is not None and mode == "nearest":
             raise ValueError("Upsample: align_corners only applies to the interpolating "
                              "modes, not to 'nearest'")
         self.size = size
         self.scale_factor = scale_factor
         self.mode = mode
-
-    def _factors(self, input: Tensor) -> tuple[int, ...]:
-        spatial = tuple(input.shape[2:])
-        k = len(spatial)
-        if self.scale_factor is not None:
-            given = self.scale_factor
-            wanted = tuple(given) if isinstance(given, (tuple, list)) else (given,) * k
-            if len(wanted) != k:
-                raise ValueError(f"Upsample: scale_factor {given!r} does not match the {k} "
-                                 f"spatial dimensions of input of shape {input.shape}")
-            factors = wanted
-        else:
-            given = self.size
-            sizes = tuple(given) if isinstance(given, (tuple, list)) else (given,) * k
-            if len(sizes) != k:
-                raise ValueError(f"Upsample: size {given!r} does not match the {k} spatial "
-                                 f"dimensions of input of shape {input.shape}")
-            factors = tuple(s / n if n else math.nan for s, n in zip(sizes, spatial))
-        if not all(float(f).is_integer() and f >= 1 for f in factors):
-            raise NotImplementedError(
-                f"Upsample: only whole scale factors >= 1 are supported, got {factors} for "
-                f"input of shape {input.shape} ({'size' if self.size else 'scale_factor'}="
-                f"{given!r})"
-            )
-        return tuple(int(f) for f in factors)
+        self.align_corners = align_corners
+        self.recompute_scale_factor = recompute_scale_factor
 
     def forward(self, input: Tensor) -> Tensor:
-        if not isinstance(input, Tensor) or input.ndim not in (3, 4, 5):
-            got = input.shape if isinstance(input, Tensor) else type(input).__name__
-            raise ValueError(f"Upsample: expected a 3-D, 4-D or 5-D input (N, C, ...), got "
-                             f"{got}")
-        factors = self._factors(input)
-        n, c, *spatial = input.shape
-        spread = (n, c) + tuple(v for s in spatial for v in (s, 1))
-        tiled = (n, c) + tuple(v for s, f in zip(spatial, factors) for v in (s, f))
-        return input.reshape(spread).expand(tiled).reshape(
-            (n, c) + tuple(s * f for s, f in zip(spatial, factors)))
+        return F.interpolate(input, self.size, self.scale_factor, self.mode,
+                             self.align_corners, self.recompute_scale_factor)
 
     def extra_repr(self) -> str:
         given = f"size={self.size}" if self.size is not None else \
             f"scale_factor={self.scale_factor}"
-        return f"{given}, mode={self.mode!r}"
+        return f"{given}, mode={self.mode!r}" + (
+            f", align_corners={self.align_corners}" if self.align_corners is not None else "")
 
 
 class Flatten(Module):
