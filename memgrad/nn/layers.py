@@ -1,5 +1,5 @@
 """Layers: ``Identity``, ``Linear``, activations, ``Dropout``, ``LayerNorm``, ``Embedding``,
-``Conv1d``, ``Conv2d``, the pooling layers, ``Upsample``, ``Flatten``,
+``Conv1d``, ``Conv2d``, ``ConvTranspose2d``, the pooling layers, ``Upsample``, ``Flatten``,
 ``MultiheadSelfAttention`` and ``TransformerBlock``.
 
 Each layer holds its parameters and calls one function of ``memgrad.nn.functional``;
@@ -22,7 +22,8 @@ from memgrad.tensor import Tensor
 
 __all__ = [
     "Identity", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
-    "Softplus", "Mish", "Dropout", "LayerNorm", "Embedding", "Conv1d", "Conv2d", "MaxPool2d",
+    "Softplus", "Mish", "Dropout", "LayerNorm", "Embedding", "Conv1d", "Conv2d",
+    "ConvTranspose2d", "MaxPool2d",
     "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "MultiheadSelfAttention",
     "TransformerBlock",
 ]
@@ -448,6 +449,97 @@ class Conv2d(Module):
              f"stride={self.stride}")
         if self.padding != (0, 0):
             s += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class ConvTranspose2d(Module):
+    """2-D transposed convolution over ``(N, C_in, H, W)`` input (``F.conv_transpose2d``):
+    the output size is ``(H - 1)*stride - 2*padding + dilation*(kH - 1) + output_padding +
+    1``, or the ``output_size`` given to ``forward``.
+
+    ``weight`` has shape ``(in_channels, out_channels // groups, kH, kW)``; weight and bias
+    use PyTorch's default initialisation (as ``Conv2d``, with ``fan_in = out_channels //
+    groups * kH * kW``).
+
+    Example:
+        >>> import memgrad as mg
+        >>> up = mg.nn.ConvTranspose2d(8, 4, kernel_size=2, stride=2)
+        >>> up(mg.randn(2, 8, 5, 5)).shape
+        (2, 4, 10, 10)
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] = 0,
+        output_padding: int | tuple[int, int] = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: int | tuple[int, int] = 1,
+        padding_mode: str = "zeros",
+    ) -> None:
+        super().__init__()
+        api = "ConvTranspose2d"
+        _check_positive(api, in_channels=in_channels, out_channels=out_channels, groups=groups)
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"{api}: in_channels ({in_channels}) and out_channels ({out_channels}) must "
+                f"both be divisible by groups ({groups})"
+            )
+        if padding_mode != "zeros":
+            raise ValueError(f"{api}: only padding_mode='zeros' is supported, got "
+                             f"{padding_mode!r}")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _pair(api, "kernel_size", kernel_size)
+        self.stride = _pair(api, "stride", stride)
+        self.padding = _pair(api, "padding", padding)
+        self.output_padding = _pair(api, "output_padding", output_padding)
+        self.dilation = _pair(api, "dilation", dilation)
+        self.groups = groups
+        self.weight = Parameter(empty(in_channels, out_channels // groups, *self.kernel_size))
+        self.bias = Parameter(empty(out_channels)) if bias else None
+        self.reset_parameters()
+
+    reset_parameters = Conv2d.reset_parameters
+
+    def _extra(self, input: Tensor, output_size: Any) -> tuple[int, int]:
+        if output_size is None:
+            return self.output_padding
+        want = tuple(output_size)[-2:]
+        extra = []
+        for i, (n, k) in enumerate(zip(input.shape[-2:], self.kernel_size)):
+            base = ((n - 1) * self.stride[i] - 2 * self.padding[i]
+                    + self.dilation[i] * (k - 1) + 1)
+            if not base <= want[i] < base + self.stride[i]:
+                raise ValueError(
+                    f"ConvTranspose2d: output_size {tuple(output_size)} is not reachable from "
+                    f"input of shape {input.shape}: each size must lie in [base, base + stride)"
+                    f", here [{base}, {base + self.stride[i]}) for dimension {i}"
+                )
+            extra.append(want[i] - base)
+        return (extra[0], extra[1])
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._extra(input, output_size), self.groups, self.dilation)
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != (0, 0):
+            s += f", padding={self.padding}"
+        if self.output_padding != (0, 0):
+            s += f", output_padding={self.output_padding}"
         if self.dilation != (1, 1):
             s += f", dilation={self.dilation}"
         if self.groups != 1:
