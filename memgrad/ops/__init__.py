@@ -153,6 +153,38 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     return ew.clamp(input, min=min, max=max)
 
 
+@public
+def clip(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """``clamp``'s other name, as in PyTorch."""
+    return clamp(input, min, max)
+
+
+@public
+def square(input: Any) -> Tensor:
+    """``input * input`` elementwise."""
+    return ew.mul(input, input)
+
+
+def _compare(prim: Primitive, doc: str) -> Any:
+    def fn(input: Any, other: Any) -> Tensor:
+        return apply(prim, (input, other), _NO_PARAMS)
+
+    fn.__name__ = fn.__qualname__ = prim.name
+    fn.__doc__ = doc
+    return public(fn)
+
+
+eq = _compare(ew.eq, "``input == other`` elementwise, a bool tensor (broadcasting).")
+ne = _compare(ew.ne, "``input != other`` elementwise, a bool tensor (broadcasting).")
+lt = _compare(ew.lt, "``input < other`` elementwise, a bool tensor (broadcasting).")
+le = _compare(ew.le, "``input <= other`` elementwise, a bool tensor (broadcasting).")
+gt = _compare(ew.gt, "``input > other`` elementwise, a bool tensor (broadcasting).")
+ge = _compare(ew.ge, "``input >= other`` elementwise, a bool tensor (broadcasting).")
+logical_and = _compare(ew.logical_and, "Elementwise logical and (nonzero is true).")
+logical_or = _compare(ew.logical_or, "Elementwise logical or (nonzero is true).")
+logical_xor = _compare(ew.logical_xor, "Elementwise logical xor (nonzero is true).")
+
+
 @public(method=False)
 def where(condition: Any, input: Any, other: Any) -> Tensor:
     """Pick ``input`` where ``condition`` holds, else ``other`` (broadcasting all three)."""
