@@ -17,6 +17,7 @@ from memgrad.nn.layers import (
     AvgPool2d,
     Conv1d,
     Conv2d,
+    ConvTranspose2d,
     Dropout,
     Embedding,
     Flatten,
@@ -43,8 +44,8 @@ __all__ = [
     "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
     "ParameterDict", "Identity", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU",
     "LeakyReLU", "ELU", "Softplus", "Mish", "Dropout", "LayerNorm", "BatchNorm1d",
-    "BatchNorm2d", "GroupNorm", "RMSNorm", "Embedding", "Conv1d", "Conv2d", "MaxPool2d",
-    "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "MultiheadSelfAttention",
+    "BatchNorm2d", "GroupNorm", "RMSNorm", "Embedding", "Conv1d", "Conv2d", "ConvTranspose2d",
+    "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "MultiheadSelfAttention",
     "TransformerBlock", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
     "BCEWithLogitsLoss", "functional", "init", "utils",
 ]

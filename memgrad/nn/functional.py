@@ -11,8 +11,15 @@ Example:
     tensor([0., 2.])
 """
 
-from memgrad.ops import relu, sigmoid, tanh
-from memgrad.ops.conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d
+from memgrad.ops import sigmoid, tanh
+from memgrad.ops.conv import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    conv1d,
+    conv2d,
+    conv_transpose2d,
+    max_pool2d,
+)
 from memgrad.ops.nn import (
     binary_cross_entropy_with_logits,
     cross_entropy,
@@ -28,6 +35,7 @@ from memgrad.ops.nn import (
     mish,
     mse_loss,
     nll_loss,
+    relu,
     scaled_dot_product_attention,
     silu,
     softmax,
@@ -41,5 +49,5 @@ __all__ = [
     "layer_norm", "embedding", "conv2d", "max_pool2d", "cross_entropy", "mse_loss", "nll_loss",
     "scaled_dot_product_attention", "silu", "leaky_relu", "elu", "softplus", "mish", "l1_loss",
     "binary_cross_entropy_with_logits", "batch_norm", "group_norm", "rms_norm", "conv1d",
-    "avg_pool2d", "adaptive_avg_pool2d", "pad", "interpolate", "one_hot",
+    "avg_pool2d", "adaptive_avg_pool2d", "pad", "interpolate", "one_hot", "conv_transpose2d",
 ]

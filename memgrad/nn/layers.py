@@ -1,5 +1,5 @@
 """Layers: ``Identity``, ``Linear``, activations, ``Dropout``, ``LayerNorm``, ``Embedding``,
-``Conv1d``, ``Conv2d``, the pooling layers, ``Upsample``, ``Flatten``,
+``Conv1d``, ``Conv2d``, ``ConvTranspose2d``, the pooling layers, ``Upsample``, ``Flatten``,
 ``MultiheadSelfAttention`` and ``TransformerBlock``.
 
 Each layer holds its parameters and calls one function of ``memgrad.nn.functional``;
@@ -22,7 +22,8 @@ from memgrad.tensor import Tensor
 
 __all__ = [
     "Identity", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
-    "Softplus", "Mish", "Dropout", "LayerNorm", "Embedding", "Conv1d", "Conv2d", "MaxPool2d",
+    "Softplus", "Mish", "Dropout", "LayerNorm", "Embedding", "Conv1d", "Conv2d",
+    "ConvTranspose2d", "MaxPool2d",
     "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "MultiheadSelfAttention",
     "TransformerBlock",
 ]
@@ -116,7 +117,7 @@ class Linear(Module):
 
 
 class ReLU(Module):
-    """``max(x, 0)`` elementwise.
+    """``max(x, 0)`` elementwise; ``inplace=True`` overwrites the input.
 
     Example:
         >>> import memgrad as mg
@@ -124,8 +125,15 @@ class ReLU(Module):
         tensor([0., 2.])
     """
 
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, input: Tensor) -> Tensor:
-        return F.relu(input)
+        return F.relu(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):
@@ -450,6 +458,97 @@ class Conv2d(Module):
         return s
 
 
+class ConvTranspose2d(Module):
+    """2-D transposed convolution over ``(N, C_in, H, W)`` input (``F.conv_transpose2d``):
+    the output size is ``(H - 1)*stride - 2*padding + dilation*(kH - 1) + output_padding +
+    1``, or the ``output_size`` given to ``forward``.
+
+    ``weight`` has shape ``(in_channels, out_channels // groups, kH, kW)``; weight and bias
+    use PyTorch's default initialisation (as ``Conv2d``, with ``fan_in = out_channels //
+    groups * kH * kW``).
+
+    Example:
+        >>> import memgrad as mg
+        >>> up = mg.nn.ConvTranspose2d(8, 4, kernel_size=2, stride=2)
+        >>> up(mg.randn(2, 8, 5, 5)).shape
+        (2, 4, 10, 10)
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] = 0,
+        output_padding: int | tuple[int, int] = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: int | tuple[int, int] = 1,
+        padding_mode: str = "zeros",
+    ) -> None:
+        super().__init__()
+        api = "ConvTranspose2d"
+        _check_positive(api, in_channels=in_channels, out_channels=out_channels, groups=groups)
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"{api}: in_channels ({in_channels}) and out_channels ({out_channels}) must "
+                f"both be divisible by groups ({groups})"
+            )
+        if padding_mode != "zeros":
+            raise ValueError(f"{api}: only padding_mode='zeros' is supported, got "
+                             f"{padding_mode!r}")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _pair(api, "kernel_size", kernel_size)
+        self.stride = _pair(api, "stride", stride)
+        self.padding = _pair(api, "padding", padding)
+        self.output_padding = _pair(api, "output_padding", output_padding)
+        self.dilation = _pair(api, "dilation", dilation)
+        self.groups = groups
+        self.weight = Parameter(empty(in_channels, out_channels // groups, *self.kernel_size))
+        self.bias = Parameter(empty(out_channels)) if bias else None
+        self.reset_parameters()
+
+    reset_parameters = Conv2d.reset_parameters
+
+    def _extra(self, input: Tensor, output_size: Any) -> tuple[int, int]:
+        if output_size is None:
+            return self.output_padding
+        want = tuple(output_size)[-2:]
+        extra = []
+        for i, (n, k) in enumerate(zip(input.shape[-2:], self.kernel_size)):
+            base = ((n - 1) * self.stride[i] - 2 * self.padding[i]
+                    + self.dilation[i] * (k - 1) + 1)
+            if not base <= want[i] < base + self.stride[i]:
+                raise ValueError(
+                    f"ConvTranspose2d: output_size {tuple(output_size)} is not reachable from "
+                    f"input of shape {input.shape}: each size must lie in [base, base + stride)"
+                    f", here [{base}, {base + self.stride[i]}) for dimension {i}"
+                )
+            extra.append(want[i] - base)
+        return (extra[0], extra[1])
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._extra(input, output_size), self.groups, self.dilation)
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != (0, 0):
+            s += f", padding={self.padding}"
+        if self.output_padding != (0, 0):
+            s += f", output_padding={self.output_padding}"
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
 class MaxPool2d(Module):
     """2-D max pooling over ``(N, C, H, W)`` input; ``stride`` defaults to ``kernel_size``.
 
@@ -601,13 +700,16 @@ class AdaptiveAvgPool2d(Module):
 
 class Upsample(Module):
     """Resize (N, C, L), (N, C, H, W) or (N, C, D, H, W) input to ``size`` or by
-    ``scale_factor``, as ``torch.nn.Upsample``: ``F.interpolate`` with these arguments
-    (``mode`` ``"nearest"``, ``"linear"``, ``"bilinear"`` or ``"trilinear"``).
+    ``scale_factor``: ``F.interpolate`` with this module's ``mode`` (``"nearest"``,
+    ``"linear"``, ``"bilinear"`` or ``"trilinear"``) and ``align_corners``, as in PyTorch.
 
     Example:
         >>> import memgrad as mg
         >>> mg.nn.Upsample(scale_factor=2)(mg.tensor([[[1.0, 2.0]]]))
         tensor([[[1., 1., 2., 2.]]])
+        >>> mg.nn.Upsample(scale_factor=2, mode="linear", align_corners=True)(
+        ...     mg.tensor([[[1.0, 4.0]]]))
+        tensor([[[1., 2., 3., 4.]]])
     """
 
     def __init__(
@@ -621,6 +723,14 @@ class Upsample(Module):
         super().__init__()
         if (size is None) == (scale_factor is None):
             raise ValueError("Upsample: give exactly one of size and scale_factor")
+        if mode not in ("nearest", "linear", "bilinear", "trilinear"):
+            raise NotImplementedError(
+                f"Upsample: mode {mode!r} is not supported; use 'nearest', 'linear', "
+                "'bilinear' or 'trilinear'"
+            )
+        if align_corners is not None and mode == "nearest":
+            raise ValueError("Upsample: align_corners only applies to the interpolating "
+                             "modes, not to 'nearest'")
         self.size = size
         self.scale_factor = scale_factor
         self.mode = mode
@@ -628,13 +738,14 @@ class Upsample(Module):
         self.recompute_scale_factor = recompute_scale_factor
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
-                           self.recompute_scale_factor)
+        return F.interpolate(input, self.size, self.scale_factor, self.mode,
+                             self.align_corners, self.recompute_scale_factor)
 
     def extra_repr(self) -> str:
         given = f"size={self.size}" if self.size is not None else \
             f"scale_factor={self.scale_factor}"
-        return f"{given}, mode={self.mode!r}"
+        return f"{given}, mode={self.mode!r}" + (
+            f", align_corners={self.align_corners}" if self.align_corners is not None else "")
 
 
 class Flatten(Module):

@@ -432,17 +432,25 @@ class Module:
             if child is not None:
                 yield from child._state_items(prefix + name + ".")
 
-    def state_dict(self) -> OrderedDict[str, np.ndarray]:
-        """A copy of the module's state: dotted name -> NumPy array, for every parameter and
-        persistent buffer. It round-trips through ``np.savez``/``np.load``.
+    def state_dict(self, *, keep_vars: bool = False) -> OrderedDict[str, Tensor]:
+        """The module's state: dotted name -> tensor, for every parameter and persistent
+        buffer, as PyTorch's: each value is ``t.detach()``, sharing storage with the module
+        (a later optimizer step shows in it; ``{k: v.clone() ...}`` keeps a snapshot), or the
+        parameter itself with ``keep_vars=True``. ``mg.save`` writes it, and ``np.savez``
+        takes it too (a tensor is an array to NumPy).
 
         Example:
             >>> import memgrad as mg
-            >>> sd = mg.nn.Linear(3, 2).state_dict()
+            >>> lin = mg.nn.Linear(3, 2)
+            >>> sd = lin.state_dict()
             >>> {k: v.shape for k, v in sd.items()}
             {'weight': (2, 3), 'bias': (2,)}
+            >>> _ = lin.bias.data.fill_(1.0)
+            >>> sd["bias"].tolist()
+            [1.0, 1.0]
         """
-        return OrderedDict((name, t._data.copy()) for name, t in self._state_items(""))
+        return OrderedDict((name, t if keep_vars else t.detach())
+                           for name, t in self._state_items(""))
 
     def load_state_dict(
         self, state_dict: Mapping[str, Any], strict: bool = True

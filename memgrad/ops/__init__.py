@@ -64,9 +64,54 @@ def mul(input: Any, other: Any) -> Tensor:
 
 
 @public
-def div(input: Any, other: Any) -> Tensor:
-    """Elementwise true division with broadcasting."""
-    return ew.div(input, other)
+def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+    """Elementwise division with broadcasting: true division, or with ``rounding_mode``
+    ``"floor"`` (toward -inf, ``floor_divide``) or ``"trunc"`` (toward zero), which keep an
+    integer input integer; the rounded quotient's gradient is zero, as in PyTorch.
+
+    Example:
+        >>> import memgrad as mg
+        >>> x = mg.tensor([7, -7])
+        >>> mg.div(x, 2, rounding_mode="floor"), mg.div(x, 2, rounding_mode="trunc")
+        (tensor([ 3, -4]), tensor([ 3, -3]))
+    """
+    if rounding_mode is None:
+        return ew.div(input, other)
+    if rounding_mode not in ("floor", "trunc"):
+        raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got "
+                         f"{rounding_mode!r}")
+    q = ew.floor_divide(input, other)
+    if rounding_mode == "trunc":
+        # floor and trunc differ by one where the signs differ and the division is not exact
+        r = ew.remainder(input, other)
+        q = q + ((r != 0) & ((ew.lt(input, 0)) != (ew.lt(other, 0)))).to(q.dtype)
+    return q
+
+
+@public
+def floor_divide(input: Any, other: Any) -> Tensor:
+    """``input // other`` elementwise: the quotient rounded toward -inf (an integer input
+    stays integer); its gradient is zero.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.tensor([7, -7]) // 2
+        tensor([ 3, -4])
+    """
+    return ew.floor_divide(input, other)
+
+
+@public
+def remainder(input: Any, other: Any) -> Tensor:
+    """``input % other`` elementwise, with the sign of ``other`` (Python's and PyTorch's
+    convention); the gradient is 1 for ``input`` and ``-(input // other)`` for ``other``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.tensor([7.5, -7.5]) % 2
+        tensor([1.5, 0.5])
+    """
+    return ew.remainder(input, other)
 
 
 @public
@@ -106,6 +151,38 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
     return ew.clamp(input, min=min, max=max)
+
+
+@public
+def clip(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """``clamp``'s other name, as in PyTorch."""
+    return clamp(input, min, max)
+
+
+@public
+def square(input: Any) -> Tensor:
+    """``input * input`` elementwise."""
+    return ew.mul(input, input)
+
+
+def _compare(prim: Primitive, doc: str) -> Any:
+    def fn(input: Any, other: Any) -> Tensor:
+        return apply(prim, (input, other), _NO_PARAMS)
+
+    fn.__name__ = fn.__qualname__ = prim.name
+    fn.__doc__ = doc
+    return public(fn)
+
+
+eq = _compare(ew.eq, "``input == other`` elementwise, a bool tensor (broadcasting).")
+ne = _compare(ew.ne, "``input != other`` elementwise, a bool tensor (broadcasting).")
+lt = _compare(ew.lt, "``input < other`` elementwise, a bool tensor (broadcasting).")
+le = _compare(ew.le, "``input <= other`` elementwise, a bool tensor (broadcasting).")
+gt = _compare(ew.gt, "``input > other`` elementwise, a bool tensor (broadcasting).")
+ge = _compare(ew.ge, "``input >= other`` elementwise, a bool tensor (broadcasting).")
+logical_and = _compare(ew.logical_and, "Elementwise logical and (nonzero is true).")
+logical_or = _compare(ew.logical_or, "Elementwise logical or (nonzero is true).")
+logical_xor = _compare(ew.logical_xor, "Elementwise logical xor (nonzero is true).")
 
 
 @public(method=False)
@@ -322,6 +399,8 @@ def _bind() -> None:
         "__sub__": _binary(ew.sub), "__rsub__": _reflected(ew.sub),
         "__mul__": _binary(ew.mul), "__rmul__": _reflected(ew.mul),
         "__truediv__": _binary(ew.div), "__rtruediv__": _reflected(ew.div),
+        "__floordiv__": _binary(ew.floor_divide), "__rfloordiv__": _reflected(ew.floor_divide),
+        "__mod__": _binary(ew.remainder), "__rmod__": _reflected(ew.remainder),
         "__pow__": _binary(ew.pow), "__rpow__": _reflected(ew.pow),
         "__matmul__": _binary(linalg.matmul), "__rmatmul__": _reflected(linalg.matmul),
         "__neg__": _unary(ew.neg), "__abs__": _unary(ew.abs), "__pos__": _pos,

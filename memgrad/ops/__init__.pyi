@@ -18,14 +18,16 @@ from memgrad.tensor import Tensor
 
 __all__ = [
     'abs', 'add', 'addmm', 'allclose', 'amax', 'amin', 'argmax', 'argmin', 'argsort', 'baddbmm',
-    'bernoulli', 'bmm', 'cat', 'ceil', 'chunk', 'clamp', 'clone', 'cos', 'cumsum', 'div', 'einsum',
-    'erf', 'exp', 'expand', 'expm1', 'flatten', 'flip', 'floor', 'gather', 'index_select',
-    'isfinite', 'isnan', 'log', 'log1p', 'log_softmax', 'logsumexp', 'masked_fill', 'matmul',
-    'max', 'maximum', 'mean', 'min', 'minimum', 'mul', 'multinomial', 'neg', 'norm', 'outer',
-    'permute', 'pow', 'prod', 'relu', 'repeat', 'repeat_interleave', 'reshape', 'roll', 'round',
-    'rsqrt', 'scatter', 'scatter_add', 'sigmoid', 'sign', 'sin', 'softmax', 'sort', 'split',
-    'sqrt', 'squeeze', 'stack', 'std', 'sub', 'sum', 'take_along_dim', 'tanh', 'topk', 'transpose',
-    'tril', 'triu', 'unsqueeze', 'var', 'view', 'where',
+    'bernoulli', 'bmm', 'cat', 'ceil', 'chunk', 'clamp', 'clip', 'clone', 'cos', 'cumsum', 'div',
+    'einsum', 'eq', 'erf', 'exp', 'expand', 'expm1', 'flatten', 'flip', 'floor', 'floor_divide',
+    'gather', 'ge', 'gt', 'index_select', 'isfinite', 'isnan', 'le', 'log', 'log1p', 'log_softmax',
+    'logical_and', 'logical_or', 'logical_xor', 'logsumexp', 'lt', 'masked_fill', 'matmul', 'max',
+    'maximum', 'mean', 'min', 'minimum', 'mul', 'multinomial', 'narrow', 'ne', 'neg', 'norm',
+    'outer', 'permute', 'pow', 'prod', 'relu', 'remainder', 'repeat', 'repeat_interleave',
+    'reshape', 'roll', 'round', 'rsqrt', 'scatter', 'scatter_add', 'sigmoid', 'sign', 'sin',
+    'softmax', 'sort', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'sub', 'sum', 't',
+    'take_along_dim', 'tanh', 'topk', 'transpose', 'tril', 'triu', 'unbind', 'unsqueeze', 'var',
+    'view', 'where',
 ]
 
 from memgrad.ops.arrange import argsort as argsort
@@ -69,12 +71,15 @@ from memgrad.ops.movement import cat as cat
 from memgrad.ops.movement import chunk as chunk
 from memgrad.ops.movement import expand as expand
 from memgrad.ops.movement import flatten as flatten
+from memgrad.ops.movement import narrow as narrow
 from memgrad.ops.movement import permute as permute
 from memgrad.ops.movement import reshape as reshape
 from memgrad.ops.movement import split as split
 from memgrad.ops.movement import squeeze as squeeze
 from memgrad.ops.movement import stack as stack
+from memgrad.ops.movement import t as t
 from memgrad.ops.movement import transpose as transpose
+from memgrad.ops.movement import unbind as unbind
 from memgrad.ops.movement import unsqueeze as unsqueeze
 from memgrad.ops.movement import view as view
 from memgrad.ops.reduce import amax as amax
@@ -109,32 +114,23 @@ copy: Primitive
 dropout: Primitive
 elu: Primitive
 embedding: Primitive
-eq: Primitive
 fill: Primitive
 gather_backward: Primitive
-ge: Primitive
 gelu: Primitive
 gelu_backward: Primitive
 getitem: Primitive
-gt: Primitive
 index_put: Primitive
 index_scatter: Primitive
 layer_norm: Primitive
 layer_norm_backward: Primitive
 layer_norm_weight_grad: Primitive
-le: Primitive
 leaky_relu: Primitive
 linear: Primitive
 log_softmax_backward: Primitive
-logical_and: Primitive
 logical_not: Primitive
-logical_or: Primitive
-logical_xor: Primitive
-lt: Primitive
 max_pool2d: Primitive
 max_pool2d_backward: Primitive
 mish: Primitive
-ne: Primitive
 nll_loss: Primitive
 nll_loss_backward: Primitive
 one_hot: Primitive
@@ -159,11 +155,24 @@ def allclose(
     equal_nan: bool = ...,
 ) -> bool: ...
 def clamp(input: Tensor, min: Any = ..., max: Any = ...) -> Tensor: ...
-def div(input: Any, other: Any) -> Tensor: ...
+def clip(input: Tensor, min: Any = ..., max: Any = ...) -> Tensor: ...
+def div(input: Any, other: Any, *, rounding_mode: str | None = ...) -> Tensor: ...
+def eq(input: Any, other: Any) -> Tensor: ...
+def floor_divide(input: Any, other: Any) -> Tensor: ...
+def ge(input: Any, other: Any) -> Tensor: ...
+def gt(input: Any, other: Any) -> Tensor: ...
+def le(input: Any, other: Any) -> Tensor: ...
+def logical_and(input: Any, other: Any) -> Tensor: ...
+def logical_or(input: Any, other: Any) -> Tensor: ...
+def logical_xor(input: Any, other: Any) -> Tensor: ...
+def lt(input: Any, other: Any) -> Tensor: ...
 def matmul(input: Tensor, other: Tensor) -> Tensor: ...
 def maximum(input: Any, other: Any) -> Tensor: ...
 def minimum(input: Any, other: Any) -> Tensor: ...
 def mul(input: Any, other: Any) -> Tensor: ...
+def ne(input: Any, other: Any) -> Tensor: ...
 def pow(input: Any, exponent: Any) -> Tensor: ...
+def remainder(input: Any, other: Any) -> Tensor: ...
+def square(input: Any) -> Tensor: ...
 def sub(input: Any, other: Any, *, alpha: Any = ...) -> Tensor: ...
 def where(condition: Any, input: Any, other: Any) -> Tensor: ...

@@ -63,6 +63,7 @@ from memgrad.tensor import Tensor
 __all__ = [
     "conv1d",
     "conv2d",
+    "conv_transpose2d",
     "conv2d_input_grad",
     "conv2d_weight_grad",
     "max_pool2d",
@@ -308,6 +309,94 @@ def conv2d(
     return _conv2d(
         input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups
     )
+
+
+def conv_transpose2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
+    """2-D transposed convolution over an NCHW input, as ``torch.nn.functional.conv_transpose2d``
+    (arguments in PyTorch's order): the gradient of ``conv2d`` with respect to its input, the
+    ``conv2d_input_grad`` primitive, so it needs no kernel or VJP of its own.
+
+    Args:
+        input: (N, C_in, H, W), or (C_in, H, W) for one unbatched sample.
+        weight: (C_in, C_out / groups, KH, KW).
+        bias: (C_out,) or None.
+        stride, padding, dilation: an int or a pair, those of the convolution it transposes.
+        output_padding: an int or a pair smaller than ``stride``: extra rows (columns) at the
+            bottom (right) of the output.
+        groups: split the channels into this many independent convolutions.
+
+    Returns:
+        (N, C_out, OH, OW) with ``OH = (H - 1)*stride - 2*padding + dilation*(KH - 1) +
+        output_padding + 1`` (likewise OW).
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.conv import conv_transpose2d
+        >>> y = conv_transpose2d(mg.ones(1, 1, 2, 2), mg.ones(1, 1, 2, 2), stride=2)
+        >>> y.shape, y.sum().item()
+        ((1, 1, 4, 4), 16.0)
+    """
+    api = "conv_transpose2d"
+    for name, t in (("input", input), ("weight", weight)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{api}: {name} must be a Tensor, got {type(t).__name__}")
+    if input.ndim not in (3, 4):
+        raise ShapeError(
+            f"{api}: expected a 3-D (unbatched C, H, W) or 4-D (batched N, C, H, W) input, got "
+            f"shape {input.shape}"
+        )
+    if input.ndim == 3:
+        out = conv_transpose2d(unsqueeze(input, 0), weight, bias, stride, padding,
+                               output_padding, groups, dilation)
+        return squeeze(out, 0)
+    if weight.ndim != 4:
+        raise ShapeError(
+            f"{api}: expected a 4-D weight (in_channels, out_channels / groups, kH, kW), got "
+            f"shape {weight.shape}"
+        )
+    _check_dtypes(api, input, weight, bias)
+    stride = _pair(stride, "stride", api, low=1)
+    padding = _pair(padding, "padding", api, low=0)
+    dilation = _pair(dilation, "dilation", api, low=1)
+    extra = _pair(output_padding, "output_padding", api, low=0)
+    if extra[0] >= stride[0] or extra[1] >= stride[1]:
+        raise ValueError(f"{api}: output_padding {extra} must be smaller than stride {stride} "
+                         "in each dimension")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{api}: groups must be a positive int, got {groups!r}")
+    groups = int(groups)
+    n, c, h, w = input.shape
+    ci, cog, kh, kw = weight.shape
+    if c != ci or ci % groups:
+        raise ShapeError(
+            f"{api}: weight of shape {weight.shape} expects an input with {ci} channels "
+            f"(weight.shape[0], divisible by groups={groups}), but the input of shape "
+            f"{input.shape} has {c}"
+        )
+    co = cog * groups
+    if bias is not None and tuple(bias.shape) != (co,):
+        raise ShapeError(
+            f"{api}: bias must have shape ({co},) (weight.shape[1] * groups output channels), "
+            f"got {bias.shape}"
+        )
+    oh = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + extra[0] + 1
+    ow = (w - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + extra[1] + 1
+    if oh < 1 or ow < 1:
+        raise ShapeError(f"{api}: the output of input {input.shape} with weight {weight.shape}, "
+                         f"stride {stride} and padding {padding} would be {oh}x{ow}; reduce "
+                         "the padding")
+    out = conv2d_input_grad(input, weight, input_shape=(n, co, oh, ow), stride=stride,
+                            padding=padding, dilation=dilation, groups=groups)
+    return out if bias is None else out + bias.reshape(co, 1, 1)
 
 
 # ---------------------------------------------------------------------------- max_pool2d

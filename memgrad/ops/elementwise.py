@@ -12,6 +12,8 @@ __all__ = [
     "sub",
     "mul",
     "div",
+    "floor_divide",
+    "remainder",
     "neg",
     "pow",
     "exp",
@@ -98,6 +100,30 @@ def div(x, y):
 @div.vjp
 def _(g, out, needs, x, y):
     return g / y if needs[0] else None, -g * x / (y * y) if needs[1] else None
+
+
+@primitive("floor_divide", broadcasting=True)
+def floor_divide(x, y):
+    # NumPy's floor division is PyTorch's (rounds toward -inf; int // int stays int)
+    return np.floor_divide(x, y)
+
+
+@floor_divide.vjp
+def _(g, out, needs, x, y):
+    # a step function: its gradient is zero, as in PyTorch
+    zero = Tensor(np.zeros(g.shape, dtype=g.dtype))
+    return zero if needs[0] else None, zero if needs[1] else None
+
+
+@primitive("remainder", saves={"x": (1,), "y": (1,)}, broadcasting=True)
+def remainder(x, y):
+    # the sign of the divisor, as Python's % and torch.remainder
+    return np.remainder(x, y)
+
+
+@remainder.vjp
+def _(g, out, needs, x, y):
+    return g if needs[0] else None, -g * floor_divide(x, y) if needs[1] else None
 
 
 @primitive("neg", public=True)

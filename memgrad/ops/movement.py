@@ -22,6 +22,9 @@ __all__ = [
     "squeeze",
     "unsqueeze",
     "flatten",
+    "t",
+    "narrow",
+    "unbind",
     "getitem",
     "index_scatter",
     "index_put",
@@ -190,6 +193,55 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         raise ValueError("flatten: start_dim must come before end_dim")
     merged = int(np.prod(input.shape[s : e + 1]))
     return _reshape(input, shape=input.shape[:s] + (merged,) + input.shape[e + 1 :])
+
+
+@public
+def t(input: Tensor) -> Tensor:
+    """The transpose of a matrix (a view); a 0-D or 1-D tensor as it is, as PyTorch's ``t``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.ones(2, 3).t().shape
+        (3, 2)
+    """
+    if input.ndim > 2:
+        raise RuntimeError(f"t: expects a tensor with at most 2 dimensions, got shape "
+                           f"{input.shape}; use transpose(dim0, dim1) or .mT for a batch")
+    return input if input.ndim < 2 else transpose(input, 0, 1)
+
+
+@public
+def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """Elements ``start .. start + length - 1`` along ``dim`` (a view); a negative ``start``
+    counts from the end.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.arange(6).narrow(0, 2, 3)
+        tensor([2, 3, 4])
+    """
+    d = normalize_dims(dim, input.ndim, "narrow")[0]
+    n = input.shape[d]
+    begin = start + n if start < 0 else start
+    if not 0 <= begin <= n or length < 0 or begin + length > n:
+        raise IndexError(f"narrow: start {start} and length {length} do not fit dimension {dim} "
+                         f"of size {n}")
+    index = (slice(None),) * d + (slice(begin, begin + length),)
+    return getitem(input, index=normalize_index(index))
+
+
+@public
+def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices along ``dim``, that dimension removed, as a tuple of views.
+
+    Example:
+        >>> import memgrad as mg
+        >>> [r.tolist() for r in mg.tensor([[1, 2], [3, 4]]).unbind(1)]
+        [[1, 3], [2, 4]]
+    """
+    d = normalize_dims(dim, input.ndim, "unbind")[0]
+    return tuple(getitem(input, index=normalize_index((slice(None),) * d + (i,)))
+                 for i in range(input.shape[d]))
 
 
 # ---------------------------------------------------------------------------- indexing

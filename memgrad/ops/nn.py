@@ -1,7 +1,8 @@
 """Neural-network ops: ``linear``, ``gelu``, ``dropout``, ``layer_norm``, ``embedding``, the
 losses (``cross_entropy``, ``nll_loss``, ``mse_loss``, ``l1_loss``,
 ``binary_cross_entropy_with_logits``), ``scaled_dot_product_attention`` and the activations
-``silu``, ``leaky_relu``, ``elu``, ``softplus`` and ``mish`` (NOTE [ Activation primitives ]);
+``relu`` (with its ``inplace`` form), ``silu``, ``leaky_relu``, ``elu``, ``softplus`` and
+``mish`` (NOTE [ Activation primitives ]);
 ``softmax`` and ``log_softmax`` (primitives of ops/reduce.py) are re-exported here.
 
 ``linear``, ``gelu``, ``dropout``, ``layer_norm``, ``embedding`` and ``nll_loss`` are
@@ -27,7 +28,8 @@ import numpy as np
 
 from memgrad.errors import ShapeError
 from memgrad.ops.elementwise import clamp, exp, flat_kernel, sigmoid, tanh, where
-from memgrad.ops.inplace import _inplace
+from memgrad.ops.elementwise import relu as _relu
+from memgrad.ops.inplace import _inplace, relu_
 from memgrad.ops.movement import index_scatter
 from memgrad.ops.reduce import log_softmax, mean, softmax, sum_to
 from memgrad.ops.registry import primitive
@@ -46,6 +48,7 @@ __all__ = [
     "nll_loss",
     "mse_loss",
     "scaled_dot_product_attention",
+    "relu",
     "silu",
     "leaky_relu",
     "elu",
@@ -839,6 +842,21 @@ def _activation(api: str, prim: Any, input: Tensor, inplace: bool, **params: Any
         return prim(input, **params)
     return _inplace(api + "_", input, prim, (), params,
                     lambda a: np.copyto(a, prim.forward(a, **params)))
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``max(x, 0)`` elementwise, as ``torch.nn.functional.relu``: the ``relu`` primitive, or
+    with ``inplace=True`` the in-place ``relu_`` (the input is overwritten and returned).
+
+    Example:
+        >>> import memgrad as mg
+        >>> x = mg.tensor([-1.0, 2.0])
+        >>> mg.nn.functional.relu(x, inplace=True) is x, x
+        (True, tensor([0., 2.]))
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"relu: input must be a Tensor, got {type(input).__name__}")
+    return relu_(input) if inplace else _relu(input)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:

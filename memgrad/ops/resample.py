@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,10 +37,21 @@ def _(g, out, needs, x, widths, value):
     return (_pad(g, widths=tuple((-a, -b) for a, b in widths), value=0),)
 
 
+def _width(p: Any, pad: Any) -> int:
+    # an int, or anything that is one as an index (a one-element integer tensor, as PyTorch's
+    # sizes are), but not a bool
+    if not isinstance(p, bool):
+        try:
+            return operator.index(p)
+        except (TypeError, RuntimeError):
+            pass
+    raise TypeError(f"pad: pad must be a sequence of ints, got {pad!r}; e.g. pad=(1, 1)")
+
+
 def _widths(pad: Any, ndim: int) -> tuple[tuple[int, int], ...]:
-    if not isinstance(pad, Sequence) or any(
-            not isinstance(p, numbers.Integral) or isinstance(p, bool) for p in pad):
+    if not isinstance(pad, Sequence):
         raise TypeError(f"pad: pad must be a sequence of ints, got {pad!r}; e.g. pad=(1, 1)")
+    pad = [_width(p, pad) for p in pad]
     if len(pad) % 2 or len(pad) // 2 > ndim:
         raise ValueError(
             f"pad: pad must have an even length of at most 2 * ndim ({2 * ndim}), got "

@@ -69,7 +69,8 @@ def test_resume_continues_bit_for_bit(runs):
     assert c["losses"].tobytes() == a["losses"].tobytes()  # every step's loss, bit for bit
     assert c["weights"].keys() == a["weights"].keys()
     for name in a["weights"]:
-        assert a["weights"][name].tobytes() == c["weights"][name].tobytes(), name
+        same = np.asarray(a["weights"][name]).tobytes() == np.asarray(c["weights"][name]).tobytes()
+        assert same, name
     for p, state in a["optimizer"]["state"].items():
         for key, value in state.items():
             assert np.array_equal(c["optimizer"]["state"][p][key], value), (p, key)

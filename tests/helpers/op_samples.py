@@ -134,6 +134,23 @@ def distinct(*shape: int) -> Callable[[np.random.Generator], np.ndarray]:
     return make
 
 
+def quotients(shape_x: tuple, shape_y: tuple) -> Callable[[np.random.Generator], Arrays]:
+    """``x, y`` whose broadcast quotient ``x / y`` is at least 0.2 from every integer: away
+    from the jumps of ``floor_divide`` and ``remainder``."""
+
+    def make(rng: np.random.Generator) -> Arrays:
+        y = away(0.5, 2.0, *shape_y)(rng)
+        full = np.broadcast_shapes(shape_x, shape_y)
+        q = rng.integers(-3, 3, full) + rng.uniform(0.2, 0.8, full)
+        x = q * y  # the full shape; reduce it to shape_x where x broadcasts
+        for d, n in enumerate((1,) * (len(full) - len(shape_x)) + tuple(shape_x)):
+            if n == 1:
+                x = x[(slice(None),) * d + (slice(0, 1),)]
+        return x.reshape(shape_x), y
+
+    return make
+
+
 def inputs(*makers: Callable[[np.random.Generator], np.ndarray]) -> Callable:
     return lambda rng: tuple(m(rng) for m in makers)
 
@@ -229,6 +246,21 @@ case("div", "scalar-num", inputs(away(0.5, 2, 5)), lambda y: P("div")(1.0, y),
      lambda y: 1.0 / y)
 case("div", "scalar-den", inputs(normal(5)), lambda x: P("div")(x, 3.0), lambda x: x / 3.0)
 case("div", "operator", inputs(normal(3, 1), away(0.5, 2, 3)), lambda x, y: x / y, np.divide)
+
+case("floor_divide", "same", quotients((3, 4), (3, 4)), lambda x, y: P("floor_divide")(x, y),
+     np.floor_divide)
+case("floor_divide", "operator-scalar", inputs(normal(2, 3)), lambda x: x // 0.7,
+     lambda x: np.floor_divide(x, 0.7))
+case("floor_divide", "public-reflected", inputs(away(0.5, 2, 5)), lambda y: 3.3 // y,
+     lambda y: np.floor_divide(3.3, y))
+case("remainder", "same", quotients((3, 4), (3, 4)), lambda x, y: P("remainder")(x, y),
+     np.remainder)
+case("remainder", "bcast", quotients((2, 1, 3), (4, 1)), lambda x, y: x % y, np.remainder)
+case("remainder", "scalar-den", inputs(normal(5)), lambda x: mg.remainder(x, 0.7),
+     lambda x: np.remainder(x, 0.7))
+# 3.3 / y is at least 0.12 from an integer for these divisors
+case("remainder", "scalar-num", lambda rng: (np.array([0.6, 0.8, 1.5, -0.9, -1.4]),),
+     lambda y: 3.3 % y, lambda y: np.remainder(3.3, y))
 
 case("neg", "2d", inputs(normal(3, 4)), lambda x: P("neg")(x), np.negative)
 case("neg", "0d", inputs(normal()), lambda x: -x, np.negative)

@@ -171,9 +171,19 @@ def test_state_dict_contents():
     assert isinstance(sd, OrderedDict)
     assert list(sd) == ["body.0.weight", "body.0.bias", "body.2.weight", "body.2.bias",
                         "head.scale", "head.count"]  # no non-persistent buffer
-    assert all(isinstance(v, np.ndarray) for v in sd.values())
-    sd["head.scale"][...] = 7  # a copy
-    assert (net.head.scale.numpy() == 1).all()
+    # as PyTorch's: detached tensors that share storage (and the version counter)
+    assert all(isinstance(v, mg.Tensor) and not v.requires_grad for v in sd.values())
+    assert sd["body.0.weight"].numpy() is net.body[0].weight.numpy()
+    version = net.head.scale._version
+    with mg.no_grad():
+        sd["head.scale"].fill_(7.0)
+    assert (net.head.scale.numpy() == 7).all() and net.head.scale._version > version
+    snapshot = {k: v.clone() for k, v in sd.items()}
+    with mg.no_grad():
+        net.head.scale.fill_(1.0)
+    assert (snapshot["head.scale"].numpy() == 7).all()
+    kept = net.state_dict(keep_vars=True)
+    assert kept["body.0.weight"] is net.body[0].weight
 
 
 def test_state_dict_round_trip_through_npz(tmp_path):

@@ -1,6 +1,6 @@
-"""Identity, the activation modules, Conv1d, AvgPool2d, AdaptiveAvgPool2d, Upsample, the
-loss modules and the ModuleDict/ParameterList/ParameterDict containers, against NumPy
-formulations of PyTorch's definitions."""
+"""Identity, the activation modules (ReLU in place too), Conv1d, AvgPool2d, AdaptiveAvgPool2d,
+Upsample (nearest and bilinear), the loss modules and the ModuleDict/ParameterList/ParameterDict
+containers, against NumPy formulations of PyTorch's definitions."""
 
 from __future__ import annotations
 
@@ -159,14 +159,69 @@ def test_upsample_nearest_repeats_each_element():
     # each input element's gradient is the sum over its copies
     assert gradcheck(lambda a: nn.Upsample(scale_factor=(2, 1))(a).pow(2),
                      (T(rand(1, 2, 2, 2), True),))
-    # bilinear is F.interpolate's: PyTorch's align_corners=False weights (a 1-D row of
-    # [1, 2] doubled is [1, 1.25, 1.75, 2])
-    row = nn.Upsample(scale_factor=2, mode="bilinear")(T(np.array([[[[1.0, 2.0]]]])))
-    np.testing.assert_allclose(row.numpy()[0, 0, 0], [1.0, 1.25, 1.75, 2.0])
-    with pytest.raises(NotImplementedError, match="mode='bicubic' is not supported"):
-        nn.Upsample(scale_factor=2, mode="bicubic")(T(x))
+    # a fractional factor reads source index floor(i / scale), as PyTorch's nearest mode
+    np.testing.assert_array_equal(nn.Upsample(scale_factor=1.5)(T(x)).numpy(),
+                                  x[:, :, [0, 0, 1]][:, :, :, [0, 0, 1, 2]])
+    with pytest.raises(NotImplementedError, match="mode 'bicubic' is not supported"):
+        nn.Upsample(scale_factor=2, mode="bicubic")
+    with pytest.raises(ValueError, match="align_corners only applies"):
+        nn.Upsample(scale_factor=2, align_corners=True)
     with pytest.raises(ValueError, match="exactly one of size and scale_factor"):
         nn.Upsample()
+
+
+def _bilinear_reference(x, oh, ow, align_corners):
+    """Per output pixel: the source coordinate of each axis, and the weighted four corners."""
+    n, c, h, w = x.shape
+    out = np.empty((n, c, oh, ow))
+
+    def source(i, size_in, size_out):
+        if align_corners:
+            return i * (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+        return max((i + 0.5) * size_in / size_out - 0.5, 0.0)
+
+    for i in range(oh):
+        sy = source(i, h, oh)
+        y0 = min(int(np.floor(sy)), h - 1)
+        y1, fy = min(y0 + 1, h - 1), sy - y0
+        for j in range(ow):
+            sx = source(j, w, ow)
+            x0 = min(int(np.floor(sx)), w - 1)
+            x1, fx = min(x0 + 1, w - 1), sx - x0
+            out[:, :, i, j] = ((1 - fy) * ((1 - fx) * x[:, :, y0, x0] + fx * x[:, :, y0, x1])
+                               + fy * ((1 - fx) * x[:, :, y1, x0] + fx * x[:, :, y1, x1]))
+    return out
+
+
+@pytest.mark.parametrize("align_corners", [True, False])
+def test_upsample_bilinear_matches_the_corner_weights(align_corners):
+    x = rand(2, 3, 3, 4)
+    up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=align_corners)
+    np.testing.assert_allclose(up(T(x)).numpy(), _bilinear_reference(x, 6, 8, align_corners),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        nn.Upsample(size=(5, 7), mode="bilinear", align_corners=align_corners)(T(x)).numpy(),
+        _bilinear_reference(x, 5, 7, align_corners), rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda a: up(a).pow(2), (T(rand(1, 2, 2, 3), True),))
+    assert repr(up) == f"Upsample(scale_factor=2, mode='bilinear', align_corners={align_corners})"
+
+
+def test_relu_inplace_overwrites_its_input_and_keeps_the_gradient():
+    x = rand(3, 4)
+    a = T(x, requires_grad=True)
+    for relu in (nn.ReLU(inplace=True), lambda t: F.relu(t, inplace=True)):
+        h = a * 1.0
+        out = relu(h)
+        assert out is h
+        np.testing.assert_array_equal(h.numpy(), np.maximum(x, 0))
+    out.sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), (x > 0).astype(float))
+    plain = T(x)
+    np.testing.assert_array_equal(F.relu(plain).numpy(), np.maximum(x, 0))
+    np.testing.assert_array_equal(plain.numpy(), x)  # not in place by default
+    assert repr(nn.ReLU(inplace=True)) == "ReLU(inplace=True)" and repr(nn.ReLU()) == "ReLU()"
+    with pytest.raises(TypeError, match="relu: input must be a Tensor"):
+        F.relu([1.0])
 
 
 # ---------------------------------------------------------------------------- losses

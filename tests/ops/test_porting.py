@@ -312,6 +312,17 @@ def test_pad_modes_and_errors():
         F.pad(x, (1, 1), mode="edge")
 
 
+def test_pad_widths_may_be_one_element_integer_tensors():
+    # as PyTorch code computes them: diff = mg.tensor([a - b]); pad(x, [diff // 2, ...])
+    x = mg.tensor([[1.0, 2.0, 3.0]])
+    diff = mg.tensor([3])
+    assert F.pad(x, [diff // 2, diff - diff // 2]).tolist() == [[0, 1, 2, 3, 0, 0]]
+    assert F.pad(x, (mg.tensor(1), 0)).tolist() == [[0, 1, 2, 3]]
+    for bad in ([1.5, 1], [True, 1], [mg.tensor([1, 2]), 0], [mg.tensor([1.0]), 0]):
+        with pytest.raises(TypeError, match="pad: pad must be a sequence of ints"):
+            F.pad(x, bad)
+
+
 def test_pad_gradient_crops_and_fills():
     x = mg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     y = F.pad(x, (-1, 2))
