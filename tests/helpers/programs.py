@@ -566,6 +566,13 @@ OPS: dict[str, OpSpec] = {
     "transpose": OpSpec(lambda a, p: np.swapaxes(a[0], p["d0"], p["d1"]),
                         lambda a, p: a[0].transpose(p["d0"], p["d1"]),
                         lambda n, p: f"{n[0]}.transpose({p['d0']}, {p['d1']})"),
+    "narrow": OpSpec(lambda a, p: a[0][(slice(None),) * (p["dim"] % a[0].ndim)
+                                       + (slice(p["start"], p["start"] + p["length"]),)],
+                     lambda a, p: a[0].narrow(p["dim"], p["start"], p["length"]),
+                     lambda n, p: f"{n[0]}.narrow({p['dim']}, {p['start']}, {p['length']})"),
+    "unbind": OpSpec(lambda a, p: a[0][(slice(None),) * (p["dim"] % a[0].ndim) + (p["i"],)],
+                     lambda a, p: a[0].unbind(p["dim"])[p["i"]],
+                     lambda n, p: f"{n[0]}.unbind({p['dim']})[{p['i']}]"),
     "permute": OpSpec(lambda a, p: np.transpose(a[0], p["dims"]),
                       lambda a, p: a[0].permute(*p["dims"]),
                       lambda n, p: f"{n[0]}.permute{tuple(p['dims'])}"),
@@ -1105,6 +1112,25 @@ def _mk_reshape(g: _Gen) -> bool:
     return True
 
 
+def _mk_narrow(op: str):
+    """``narrow`` (a slice along one dim) or one element of ``unbind``: views of a register."""
+    def make(g: _Gen) -> bool:
+        a = g.pick(pred=lambda r: g.np[r].ndim >= 1 and min(g.np[r].shape) >= 1)
+        if a is None:
+            return False
+        x = g.np[a]
+        d = g.integer(-x.ndim, x.ndim - 1)
+        n = x.shape[d]
+        if op == "narrow":
+            start = g.integer(0, n - 1)
+            params: dict = {"dim": d, "start": start, "length": g.integer(1, n - start)}
+        else:
+            params = {"dim": d, "i": g.integer(0, n - 1)}
+        g.emit(op, (a,), params)
+        return True
+    return make
+
+
 def _mk_transpose(g: _Gen) -> bool:
     a = g.pick(pred=lambda r: g.np[r].ndim >= 2)
     if a is None:
@@ -1612,7 +1638,8 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
      ("tril", _mk_along("tril")), ("index_select", _mk_along("index_select"))],
     [("reshape", _mk_reshape), ("transpose", _mk_transpose), ("permute", _mk_permute),
      ("unsqueeze", _mk_unsqueeze), ("squeeze", _mk_squeeze), ("expand", _mk_expand),
-     ("getitem", _mk_getitem)],
+     ("getitem", _mk_getitem), ("narrow", _mk_narrow("narrow")),
+     ("unbind", _mk_narrow("unbind"))],
     [("index", _mk_index), ("mask", _mk_mask), ("cross_entropy", _mk_cross_entropy)],
     [("sum", _mk_reduce("sum")), ("mean", _mk_reduce("mean")), ("amax", _mk_reduce("amax")),
      ("amin", _mk_reduce("amin")), ("max_dim", _mk_reduce("max_dim")),
