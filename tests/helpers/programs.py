@@ -570,7 +570,9 @@ OPS: dict[str, OpSpec] = {
                                        + (slice(p["start"], p["start"] + p["length"]),)],
                      lambda a, p: a[0].narrow(p["dim"], p["start"], p["length"]),
                      lambda n, p: f"{n[0]}.narrow({p['dim']}, {p['start']}, {p['length']})"),
-    "unbind": OpSpec(lambda a, p: a[0][(slice(None),) * (p["dim"] % a[0].ndim) + (p["i"],)],
+    # the trailing Ellipsis keeps a 0-d result a view, as PyTorch's unbind gives
+    "unbind": OpSpec(lambda a, p: a[0][(slice(None),) * (p["dim"] % a[0].ndim)
+                                       + (p["i"], Ellipsis)],
                      lambda a, p: a[0].unbind(p["dim"])[p["i"]],
                      lambda n, p: f"{n[0]}.unbind({p['dim']})[{p['i']}]"),
     "permute": OpSpec(lambda a, p: np.transpose(a[0], p["dims"]),
