@@ -133,6 +133,7 @@ logical_xor: Primitive
 lt: Primitive
 max_pool2d: Primitive
 max_pool2d_backward: Primitive
+max_pool2d_indices: Primitive
 mish: Primitive
 ne: Primitive
 nll_loss: Primitive
