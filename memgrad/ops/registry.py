@@ -443,7 +443,11 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     out._requires_grad = True
     # what the VJP gets: each input's Meta, unless kept below, or the constant
     if tensors != bit - 1:
-        _constants(meta, args)
+        # constants reach the VJP as values; an array is copied, so that a change to the
+        # caller's array after forward cannot change the gradient
+        for i, a in enumerate(args):
+            if not tensors >> i & 1:
+                meta[i] = a.copy() if a.__class__ is _NDARRAY else a
     saved = meta if keep or tensors != bit - 1 else meta_t
     if keep or keep_out:
         plain = plain and not interpreters.active
@@ -463,14 +467,6 @@ def _meta(key: tuple) -> Meta:
         _METAS.clear()
     m = _METAS[key] = Meta(key)
     return m
-
-
-def _constants(saved: list, args: tuple) -> None:
-    # constants reach the VJP as values; an array is copied, so that a change to the
-    # caller's array after forward cannot change the gradient
-    for i, a in enumerate(args):
-        if not isinstance(a, Tensor):
-            saved[i] = a.copy() if a.__class__ is _NDARRAY else a
 
 
 _NO_EDGE = (None, 0)
