@@ -192,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             emit({"bench": "small", "model": name, "mode": mode, "sizes": sizes,
                   "memgrad_s": round(ours, 5), "memgrad_best_s": round(t["memgrad"][0], 5),
                   "pytorch_s": theirs and round(theirs, 5),
+                  "pytorch_best_s": theirs and round(t["pytorch"][0], 5),
                   "ratio": ratio and round(ratio, 3), "first_loss": first,
                   "target_ratio": TARGET, "repeats": args.repeats, "machine": machine})
             rows.append([name, mode, ours, theirs, None if ratio is None else f"{ratio:.2f}x",
