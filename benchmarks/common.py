@@ -20,7 +20,8 @@ import numpy as np
 
 import memgrad as mg
 
-__all__ = ["machine_info", "best_time", "emit", "table", "torch_or_none", "workload_args"]
+__all__ = ["machine_info", "best_time", "interleaved", "emit", "table", "torch_or_none",
+           "workload_args"]
 
 
 def _cpu_model() -> str:
@@ -95,6 +96,31 @@ def best_time(fn: Callable[[], None], repeats: int, warmup: int) -> tuple[float,
         times.append(time.perf_counter() - t0)
     times.sort()
     return times[0], times[len(times) // 2]
+
+
+def interleaved(fns: dict[str, Callable[[], None]], repeats: int, warmup: int,
+                clock: Callable[[], float] = time.perf_counter) -> dict[str, tuple[float, float]]:
+    """``best_time`` of several functions, timed in turn within each repeat, so that on a
+    shared, noisy machine they see the same load (compare their medians). ``clock`` may be
+    ``time.process_time``: the CPU time of this process, which leaves out the time other
+    processes hold the cores (for code that runs on one thread).
+
+    Example:
+        >>> t = interleaved({"a": lambda: None, "b": lambda: None}, repeats=3, warmup=1)
+        >>> sorted(t), all(best <= median for best, median in t.values())
+        (['a', 'b'], True)
+    """
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            gc.collect()
+            t0 = clock()
+            fn()
+            times[k].append(clock() - t0)
+    return {k: (min(v), sorted(v)[len(v) // 2]) for k, v in times.items()}
 
 
 def emit(row: dict[str, Any]) -> dict[str, Any]:

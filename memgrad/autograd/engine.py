@@ -287,17 +287,8 @@ class Backward:
         state.grad_enabled = self.create_graph
         running = _running.calls
         running.append(self)
-        ready = self.ready
         try:
-            while True:
-                node = self.nxt
-                if node is not None:
-                    self.nxt = None
-                elif ready:
-                    node = heapq.heappop(ready)[2]
-                else:
-                    break
-                self.run_node(node)
+            self._walk()
             if len(running) == 1:
                 while self.callbacks:
                     self.callbacks.popleft()()
@@ -313,16 +304,73 @@ class Backward:
                 buf = self.buffers[node] = [None] * node.num_outputs
                 roots.append(node)
             buf[nr] = g if buf[nr] is None else add(buf[nr], g)
-        self.deps, seen = _dependencies(roots)
+        self.deps = _dependencies(roots)
         if self.captures is not None:
             wanted = set(self.captures) | self.targets
+            seen = self.deps.keys() | roots
             self.runs = _nodes_to_run(self.deps, seen, wanted, self.targets)
             self.relevant = self.runs | set(self.captures)
         return roots
 
-    def run_node(self, node: Node) -> None:
-        """Run one ready node: its hooks, its backward, and hand its gradients on."""
-        buf = self.buffers.pop(node, None)
+    def _walk(self) -> None:
+        """Run the ready nodes until none is left: the usual one (an op's node without
+        hooks, in a walk without captures or anomaly mode) here, the others by run_node."""
+        ready, buffers, deps, relevant = self.ready, self.buffers, self.deps, self.relevant
+        usual = not self.general
+        direct = self.direct
+        free = not self.keep_graph
+        release_from = self.release_from
+        push = heapq.heappush
+        node = None
+        while True:
+            if node is None:
+                node = self.nxt
+                if node is not None:
+                    self.nxt = None
+                elif ready:
+                    node = heapq.heappop(ready)[2]
+                else:
+                    break
+            buf = buffers.pop(node, None)
+            if (not usual or buf is None or node._hooks is not None
+                    or node.__class__ is AccumulateGrad):
+                self.run_node(node, buf)
+                node = None
+                continue
+            if direct and node.sink_inputs:
+                out = _apply_with_sinks(node, buf, self.sunk)
+            else:
+                out = node.apply(buf)
+            out = _checked(node, out)
+            if free and node._sequence_nr >= release_from:
+                node.release()
+            nxt = None  # a chain-shaped graph never touches the heap
+            for (child, nr), g in zip(node.next_functions, out):
+                if child is None or (relevant is not None and child not in relevant):
+                    continue
+                if g is not None:
+                    cbuf = buffers.get(child)
+                    if cbuf is None:
+                        cbuf = buffers[child] = [None] * child.num_outputs
+                    cbuf[nr] = g if cbuf[nr] is None else add(cbuf[nr], g)
+                d = deps[child] - 1
+                deps[child] = d
+                if d == 0:
+                    if nxt is None and not ready:
+                        nxt = child
+                    else:
+                        if nxt is not None:
+                            push(ready, (-nxt._sequence_nr, next(_tiebreak), nxt))
+                            nxt = None
+                        push(ready, (-child._sequence_nr, next(_tiebreak), child))
+            # no gradient stays referenced from here while the next node runs (a step's
+            # peak would hold one more)
+            buf = out = g = cbuf = None
+            node = nxt
+
+    def run_node(self, node: Node, buf: list | None) -> None:
+        """Run one ready node whose gradients ``buf`` were taken from the buffers: its
+        hooks, its backward, and hand its gradients on."""
         if self.general or buf is None or node._hooks is not None:
             self._run_general(node, buf)
             return
@@ -571,19 +619,24 @@ def _sinks(node: Node) -> dict[int, Tensor]:
     return sinks
 
 
-def _dependencies(roots: list[Node]) -> tuple[dict[Node, int], set]:
+def _dependencies(roots: list[Node]) -> dict[Node, int]:
+    """How many edges reach each node below the roots (a root reached from another root
+    too is counted; it is walked once)."""
     deps: dict[Node, int] = {}
-    seen = set(roots)
+    top = set(roots)
     stack = list(roots)
     while stack:
         for child, _ in stack.pop().next_functions:
             if child is None:
                 continue
-            deps[child] = deps.get(child, 0) + 1
-            if child not in seen:
-                seen.add(child)
-                stack.append(child)
-    return deps, seen
+            d = deps.get(child)
+            if d is None:
+                deps[child] = 1
+                if child not in top:
+                    stack.append(child)
+            else:
+                deps[child] = d + 1
+    return deps
 
 
 def _nodes_to_run(deps: dict, seen: set, wanted: set, targets: set) -> set:

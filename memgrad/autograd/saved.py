@@ -19,9 +19,9 @@ from typing import Any
 from memgrad import interpreters
 from memgrad.autograd.grad_mode import state
 from memgrad.autograd.graph import accumulator, raise_modified
-from memgrad.tensor import Tensor, wrap
+from memgrad.tensor import Tensor, VersionCounter, wrap
 
-__all__ = ["SavedTensor", "HookedSaved", "save", "raise_modified"]
+__all__ = ["SavedTensor", "HookedSaved", "save", "saved_input", "saved_output", "raise_modified"]
 
 
 class SavedTensor:
@@ -63,6 +63,33 @@ class SavedTensor:
             )
             raise_modified(op, t._data.shape, t._data.dtype, vc.v, self._version, source)
         return t
+
+
+_new = object.__new__
+
+
+def saved_input(t: Tensor) -> SavedTensor:
+    """``SavedTensor(t)``, made without the call of ``__init__`` (the per-op path)."""
+    s = _new(SavedTensor)
+    s._is_output = False
+    s._t = t
+    vc = t._vc
+    s._version = 0 if vc is None else vc.v
+    return s
+
+
+def saved_output(t: Tensor) -> SavedTensor:
+    """``SavedTensor(t, True)``, made without the call of ``__init__`` (the per-op path)."""
+    s = _new(SavedTensor)
+    s._is_output = True
+    vc = t._vc
+    if vc is None:
+        vc = t._vc = VersionCounter()
+    s._output_nr = t.output_nr
+    s._data = t._data
+    s._vc = vc
+    s._version = vc.v
+    return s
 
 
 class HookedSaved(SavedTensor):

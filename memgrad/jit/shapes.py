@@ -394,13 +394,25 @@ def _conv2d_weight_grad(args: list, params: dict, max_elements: int) -> tuple:
     return weight_shape, g.dtype
 
 
-def _max_pool2d(args: list, params: dict, max_elements: int) -> tuple:
+def _max_pool2d_indices(args: list, params: dict, max_elements: int) -> tuple:
     _arity(args, ("x",))
     _keys(params, ("kernel_size", "stride", "padding", "dilation"))
     x = _tensor(args, 0, "x", ndim=4)
     _floating(x, "x")
     oh, ow = _window(x.shape[2:], _pair(params, "kernel_size", 1), params, pool=True)
-    return x.shape[:2] + (oh, ow), x.dtype
+    return x.shape[:2] + (oh, ow), np.dtype(np.int64)
+
+
+def _max_pool2d(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("x", "indices"))
+    _keys(params, ())
+    x, indices = _tensor(args, 0, "x", ndim=4), _tensor(args, 1, "indices", ndim=4)
+    _floating(x, "x")
+    if indices.dtype.kind not in "iu":
+        raise ValueError(f"indices must be integers, got {indices.dtype.name}")
+    if indices.shape[:2] != x.shape[:2]:
+        raise ValueError(f"indices of shape {indices.shape} do not fit x of shape {x.shape}")
+    return indices.shape, x.dtype
 
 
 def _max_pool2d_backward(args: list, params: dict, max_elements: int) -> tuple:
@@ -624,6 +636,7 @@ _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "conv2d_input_grad": _conv2d_input_grad,
     "conv2d_weight_grad": _conv2d_weight_grad,
     "max_pool2d": _max_pool2d,
+    "max_pool2d_indices": _max_pool2d_indices,
     "max_pool2d_backward": _max_pool2d_backward,
     "layer_norm": _layer_norm,
     "layer_norm_backward": _layer_norm_backward,

@@ -130,6 +130,7 @@ log_softmax_backward: Primitive
 logical_not: Primitive
 max_pool2d: Primitive
 max_pool2d_backward: Primitive
+max_pool2d_indices: Primitive
 mish: Primitive
 nll_loss: Primitive
 nll_loss_backward: Primitive

@@ -39,11 +39,14 @@ parallel region after its parent did is killed by GNU OpenMP.) Splitting each ca
 the calling thread and a helper thread was slower too (141 ms against 134 ms): the kernels
 are short next to the GEMMs, which already keep both cores busy.
 
-Max pooling keeps its input rather than the argmax: the input is usually kept anyway by the
-op that produced it (``relu`` keeps its output), while an int64 argmax would be new memory
-of twice the pooled output's float32 bytes. Backward recomputes the argmax in one pass of the
-pooling kernel and scatters the gradient to it (``max_pool2d_backward``, whose own VJP
-gathers at the same positions).
+Max pooling keeps its argmax, not its input: ``max_pool2d_indices`` finds each window's
+maximum position in one pass of the pooling kernel (not differentiable), and the primitive
+``max_pool2d(x, indices)`` gathers the input there and saves ``indices`` through the
+saved-value path (the version check included), so backward scatters the gradient to the
+argmax without a second pass over the windows (``max_pool2d_backward``, whose own VJP
+gathers at the same positions). The int64 argmax is twice the pooled output's float32
+bytes; the input, no longer kept by the pooling, is usually kept anyway by the op that
+produced it (``relu`` keeps its output).
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ __all__ = [
     "conv2d_input_grad",
     "conv2d_weight_grad",
     "max_pool2d",
+    "max_pool2d_indices",
     "max_pool2d_backward",
     "avg_pool2d",
     "adaptive_avg_pool2d",
@@ -402,30 +406,58 @@ def conv_transpose2d(
 # ---------------------------------------------------------------------------- max_pool2d
 
 
-def _pool(x: np.ndarray, kernel_size, stride, padding, dilation, indices=None):
-    """Max pooling of ``x`` and the argmax; ``indices`` is scratch when None."""
+def _pool(x: np.ndarray, kernel_size, stride, padding, dilation, indices: np.ndarray) -> None:
+    """Fill ``indices`` with the argmax of max pooling ``x`` (the maxima go to scratch)."""
     from memgrad._kernels.pool import max_pool2d as kernel
 
+    out = _buffer("pooled", indices.shape, x.dtype)
+    kernel(np.ascontiguousarray(x), out, indices, *kernel_size, *stride, *padding, *dilation)
+
+
+@primitive("max_pool2d_indices", differentiable=False, kind="reduce")
+def max_pool2d_indices(x, *, kernel_size, stride, padding, dilation):
+    """The flat (H, W) position in its input plane of each pooling window's maximum (-1 for
+    a window with no input element), as PyTorch's ``return_indices`` gives it.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.conv import max_pool2d_indices
+        >>> max_pool2d_indices(mg.arange(16.0).reshape(1, 1, 4, 4), kernel_size=(2, 2),
+        ...                    stride=(2, 2), padding=(0, 0), dilation=(1, 1))
+        tensor([[[[ 5,  7],
+                  [13, 15]]]])
+    """
     n, c, h, w = x.shape
     oh = _out_size(h, kernel_size[0], stride[0], padding[0], dilation[0])
     ow = _out_size(w, kernel_size[1], stride[1], padding[1], dilation[1])
-    out = np.empty((n, c, oh, ow), dtype=x.dtype)
-    if indices is None:
-        indices = _buffer("argmax", out.shape, np.dtype(np.int64))
-    return kernel(np.ascontiguousarray(x), out, indices, *kernel_size, *stride, *padding,
-                  *dilation)
+    indices = np.empty((n, c, oh, ow), dtype=np.int64)
+    _pool(x, kernel_size, stride, padding, dilation, indices)
+    return indices
 
 
-@primitive("max_pool2d", saves={"x": (0,)}, kind="reduce")
-def _max_pool2d(x, *, kernel_size, stride, padding, dilation):
-    return _pool(x, kernel_size, stride, padding, dilation)[0]
+@primitive("max_pool2d", saves={"indices": (0,)}, kind="reduce")
+def _max_pool2d(x, indices):
+    n, c, h, w = x.shape
+    if indices.dtype.kind not in "iu" or indices.ndim != 4 or indices.shape[:2] != (n, c):
+        raise ShapeError(
+            f"max_pool2d: indices must be an integer array of shape ({n}, {c}, OH, OW) for an "
+            f"input of shape {x.shape}, got {indices.dtype} of shape {indices.shape}"
+        )
+    at = indices.reshape(n, c, -1)
+    if at.size and (at.min() < -1 or at.max() >= h * w):
+        raise IndexError(
+            f"max_pool2d: an index is out of range for an input plane of {h} x {w} (valid: -1 "
+            f"for no element, 0 to {h * w - 1})"
+        )
+    out = np.take_along_axis(x.reshape(n, c, h * w), np.maximum(at, 0), axis=2)
+    if (at < 0).any():  # windows with no input element (see the pool kernel)
+        out = np.where(at < 0, -np.inf, out).astype(x.dtype)
+    return out.reshape(indices.shape)
 
 
 @_max_pool2d.vjp
-def _(g, out, needs, x, kernel_size, stride, padding, dilation):
-    argmax = np.empty(g.shape, dtype=np.int64)
-    _pool(x.numpy(), kernel_size, stride, padding, dilation, argmax)
-    return (max_pool2d_backward(g, Tensor(argmax), input_shape=x.shape),)
+def _(g, out, needs, x, indices):
+    return max_pool2d_backward(g, indices, input_shape=x.shape), None
 
 
 @primitive("max_pool2d_backward", saves={"indices": (0,)}, kind="movement")
@@ -521,9 +553,10 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1) -
             "PyTorch (a window would otherwise see only padding)"
         )
     _check_window(api, input.shape[2:], kernel_size, padding, dilation)
-    return _max_pool2d(
+    indices = max_pool2d_indices(
         input, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation
     )
+    return _max_pool2d(input, indices)
 
 
 # ---------------------------------------------------------------------------- composites

@@ -62,7 +62,7 @@ def flat_kernel(kernel, *arrays: np.ndarray) -> np.ndarray:
     return kernel(*flat).reshape(shape)
 
 
-@primitive("add", broadcasting=True)
+@primitive("add", broadcasting=True, ufunc=np.add)
 def add(x, y):
     return np.add(x, y)
 
@@ -72,7 +72,7 @@ def _(g, out, needs, x, y):
     return g if needs[0] else None, g if needs[1] else None
 
 
-@primitive("sub", broadcasting=True)
+@primitive("sub", broadcasting=True, ufunc=np.subtract)
 def sub(x, y):
     return np.subtract(x, y)
 
@@ -82,7 +82,7 @@ def _(g, out, needs, x, y):
     return g if needs[0] else None, -g if needs[1] else None
 
 
-@primitive("mul", saves={"x": (1,), "y": (0,)}, broadcasting=True)
+@primitive("mul", saves={"x": (1,), "y": (0,)}, broadcasting=True, ufunc=np.multiply)
 def mul(x, y):
     return np.multiply(x, y)
 
@@ -92,7 +92,7 @@ def _(g, out, needs, x, y):
     return g * y if needs[0] else None, g * x if needs[1] else None
 
 
-@primitive("div", saves={"x": (1,), "y": (0, 1)}, broadcasting=True)
+@primitive("div", saves={"x": (1,), "y": (0, 1)}, broadcasting=True, ufunc=np.true_divide)
 def div(x, y):
     return np.true_divide(x, y)
 
@@ -126,7 +126,7 @@ def _(g, out, needs, x, y):
     return g if needs[0] else None, -g * floor_divide(x, y) if needs[1] else None
 
 
-@primitive("neg", public=True)
+@primitive("neg", public=True, ufunc=np.negative)
 def neg(x):
     """``-x`` elementwise."""
     return np.negative(x)
@@ -137,7 +137,7 @@ def _(g, out, needs, x):
     return (-g,)
 
 
-@primitive("pow", saves={"x": (0, 1), "y": (0,), "out": (1,)}, broadcasting=True)
+@primitive("pow", saves={"x": (0, 1), "y": (0,), "out": (1,)}, broadcasting=True, ufunc=np.power)
 def pow(x, y):
     return np.power(x, y)
 
@@ -161,7 +161,7 @@ def _(g, out, needs, x, y):
     return gx, gy
 
 
-@primitive("exp", saves={"out": (0,)}, public=True)
+@primitive("exp", saves={"out": (0,)}, public=True, ufunc=np.exp)
 def exp(x):
     """``e ** x`` elementwise."""
     return np.exp(x)
@@ -172,7 +172,7 @@ def _(g, out, needs, x):
     return (g * out,)
 
 
-@primitive("log", saves={"x": (0,)}, public=True)
+@primitive("log", saves={"x": (0,)}, public=True, ufunc=np.log)
 def log(x):
     """The natural logarithm elementwise."""
     return np.log(x)
@@ -183,7 +183,7 @@ def _(g, out, needs, x):
     return (g / x,)
 
 
-@primitive("sqrt", saves={"out": (0,)}, public=True)
+@primitive("sqrt", saves={"out": (0,)}, public=True, ufunc=np.sqrt)
 def sqrt(x):
     """The square root elementwise."""
     return np.sqrt(x)
@@ -194,7 +194,7 @@ def _(g, out, needs, x):
     return (g / (out * 2),)
 
 
-@primitive("abs", saves={"x": (0,)}, public=True)
+@primitive("abs", saves={"x": (0,)}, public=True, ufunc=np.abs)
 def abs(x):
     """``|x|`` elementwise (the gradient at 0 is 0)."""
     return np.abs(x)
@@ -205,13 +205,13 @@ def _(g, out, needs, x):
     return (g * sign(x),)
 
 
-@primitive("sign", differentiable=False, public=True)
+@primitive("sign", differentiable=False, public=True, ufunc=np.sign)
 def sign(x):
     """-1, 0 or 1 by the sign of each element (not differentiable)."""
     return np.sign(x)
 
 
-@primitive("tanh", saves={"out": (0,)}, public=True)
+@primitive("tanh", saves={"out": (0,)}, public=True, ufunc=np.tanh)
 def tanh(x):
     """The hyperbolic tangent elementwise."""
     return np.tanh(x)
@@ -281,7 +281,7 @@ def _(g, out, needs, x):
     return (g * (out > 0),)
 
 
-@primitive("maximum", saves={"x": (0, 1), "y": (0, 1)}, broadcasting=True)
+@primitive("maximum", saves={"x": (0, 1), "y": (0, 1)}, broadcasting=True, ufunc=np.maximum)
 def maximum(x, y):
     return np.maximum(x, y)
 
@@ -291,7 +291,7 @@ def _(g, out, needs, x, y):
     return _select_grads(g, needs, x > y, x == y)
 
 
-@primitive("minimum", saves={"x": (0, 1), "y": (0, 1)}, broadcasting=True)
+@primitive("minimum", saves={"x": (0, 1), "y": (0, 1)}, broadcasting=True, ufunc=np.minimum)
 def minimum(x, y):
     return np.minimum(x, y)
 
@@ -368,7 +368,7 @@ def _comparison(name, ufunc):
         return ufunc(x, y)
 
     forward.__name__ = name
-    return primitive(name, differentiable=False)(forward)
+    return primitive(name, differentiable=False, ufunc=ufunc)(forward)
 
 
 eq = _comparison("eq", np.equal)
@@ -382,6 +382,6 @@ logical_or = _comparison("logical_or", np.logical_or)
 logical_xor = _comparison("logical_xor", np.logical_xor)
 
 
-@primitive("logical_not", differentiable=False)
+@primitive("logical_not", differentiable=False, ufunc=np.logical_not)
 def logical_not(x):
     return np.logical_not(x)

@@ -38,14 +38,15 @@ from memgrad.autograd.graph import (
     accumulator,
     refresh_view,
 )
-from memgrad.autograd.saved import SavedTensor, save
+from memgrad.autograd.saved import save, saved_input, saved_output
 from memgrad.errors import ShapeError
-from memgrad.tensor import Tensor, wrap
+from memgrad.tensor import Tensor
 
 __all__ = ["Primitive", "primitive", "public", "REGISTRY", "PUBLIC", "METHODS", "Meta", "OpNode",
            "apply"]
 
 _NDARRAY = np.ndarray  # a module global: cheaper on the per-op path than np.ndarray
+_new = object.__new__
 REGISTRY: dict[str, Primitive] = {}
 # NOTE [ Public names ]: what ``mg.<name>`` and ``Tensor.<name>`` are, from the declarations
 PUBLIC: dict[str, Callable] = {}
@@ -58,7 +59,8 @@ class Primitive:
 
     __slots__ = (
         "name",
-        "forward",
+        "_forward",
+        "run",  # what the dispatcher calls: the forward, or the NumPy ufunc that it is
         "vjp_fn",
         "save_inputs",
         "save_out",
@@ -73,6 +75,7 @@ class Primitive:
         "inplace",
         "_inplace_variant",
         "_saves_for",  # needs mask -> saves_for's answer, filled on first use
+        "_rules",  # the dispatcher's form of the save rule, by call shape (see _rule)
     )
 
     def __init__(
@@ -88,11 +91,14 @@ class Primitive:
         accumulates: tuple[int, ...] = (),
         sink_block_bytes: int | None = None,
         array_params: tuple[str, ...] = (),
+        ufunc: Callable | None = None,
     ) -> None:
         import inspect
 
         self.name = name
         self.forward = forward
+        if ufunc is not None:
+            self.run = ufunc
         self.vjp_fn: Callable | None = None
         self.broadcasting = broadcasting
         self.view = view
@@ -102,6 +108,7 @@ class Primitive:
         self.sink_block_bytes = sink_block_bytes
         self.array_params = array_params
         self._saves_for: dict[tuple, tuple[tuple[int, ...], bool]] = {}
+        self._rules: dict[int, tuple] = {}
         self.inplace = False
         self._inplace_variant: Primitive | None = None
         self.node_name = "".join(p.capitalize() for p in name.split("_")) + "Backward"
@@ -144,6 +151,29 @@ class Primitive:
             out = self.save_out is not None and any(needs >> j & 1 for j in self.save_out)
             rule = self._saves_for[needs] = (inputs, out)
         return rule
+
+    def _rule(self, key: int, n: int, tensors: int, needs: int) -> tuple:
+        """What ``_record`` does for a call of ``n`` arguments, ``tensors`` and ``needs`` the
+        bit masks of the Tensor arguments and of those that need gradients (``key`` packs
+        all three): the Tensor inputs kept, whether the output is, and the ``needs`` tuple
+        the VJP gets. Cached: the per-op path then does one dict lookup."""
+        keep, out = self.saves_for(needs)
+        rule = self._rules[key] = (
+            tuple(i for i in keep if tensors >> i & 1),
+            out,
+            tuple(bool(needs >> i & 1) for i in range(n)),
+        )
+        return rule
+
+    @property
+    def forward(self) -> Callable:
+        """The forward function (NumPy arrays in, one array out); setting it replaces what
+        the dispatcher calls."""
+        return self._forward
+
+    @forward.setter
+    def forward(self, fn: Callable) -> None:
+        self._forward = self.run = fn
 
     def vjp(self, fn: Callable) -> Callable:
         """Decorator: declare the VJP of this primitive."""
@@ -190,6 +220,7 @@ def primitive(
     sink_block_bytes: int | None = None,
     array_params: tuple[str, ...] = (),
     public: bool = False,
+    ufunc: Callable | None = None,
 ) -> Callable[[Callable], Primitive]:
     """Declare a primitive from its forward function (NumPy arrays in, one array out).
 
@@ -203,7 +234,8 @@ def primitive(
     ``array_params`` names keyword parameters that may hold arrays (index arrays): a
     recorded node keeps private copies of them. ``public=True`` makes the primitive itself
     ``mg.<name>`` and, for a primitive of one tensor input, ``Tensor.<name>`` (NOTE
-    [ Public names ] in ops/__init__.py).
+    [ Public names ] in ops/__init__.py). ``ufunc`` names the NumPy ufunc a forward of
+    one call (``return np.add(x, y)``) is: the dispatcher calls it directly.
     """
 
     def wrap(forward: Callable) -> Primitive:
@@ -212,7 +244,7 @@ def primitive(
         prim = Primitive(
             name, forward, saves=saves or {}, broadcasting=broadcasting, view=view, kind=kind,
             differentiable=differentiable, accumulates=accumulates,
-            sink_block_bytes=sink_block_bytes, array_params=array_params,
+            sink_block_bytes=sink_block_bytes, array_params=array_params, ufunc=ufunc,
         )
         REGISTRY[name] = prim
         if public:
@@ -261,27 +293,25 @@ _RELEASED: list = []
 class OpNode(Node):
     """The backward of one primitive call.
 
-    ``_saved`` has one entry per input: a SavedTensor, a Python scalar constant, or the
-    Meta of a tensor that was not saved.
+    ``_saved`` has one entry per input: a SavedTensor (at the indices ``_keep``), a Python
+    scalar constant, or the Meta of a tensor that was not saved.
     """
 
-    __slots__ = ("prim", "_saved", "_out_saved", "_needs", "_params", "_has_saved")
+    __slots__ = ("prim", "_saved", "_keep", "_out_saved", "_needs", "_params", "sink_inputs")
 
     def name(self) -> str:
         return self.prim.node_name
-
-    @property
-    def sink_inputs(self) -> tuple[int, ...]:
-        return self.prim.accumulates
 
     def apply(self, grads: tuple, sinks: dict | None = None) -> tuple:
         prim = self.prim
         saved = self._saved
         if saved is _RELEASED:
             raise RuntimeError(_RELEASED_MSG)
-        if self._has_saved:
-            saved = [s.unpack(self, prim.node_name) if isinstance(s, SavedTensor) else s
-                     for s in saved]
+        keep = self._keep
+        if keep:
+            saved = list(saved)
+            for i in keep:
+                saved[i] = saved[i].unpack(self, prim.node_name)
         out = self._out_saved
         if out is not None:
             out = out.unpack(self, prim.node_name)
@@ -298,7 +328,7 @@ class OpNode(Node):
 
     def release(self) -> None:
         # only a node that saved tensors refuses a second backward (as in PyTorch)
-        if self._has_saved:
+        if self._keep or self._out_saved is not None:
             self._saved = _RELEASED
             self._out_saved = None
 
@@ -324,12 +354,16 @@ def apply(prim: Primitive, args: tuple, params: dict, _dispatched: bool = False)
         else:
             datas.append(a)
     try:
-        out_data = prim.forward(*datas, **params) if params else prim.forward(*datas)
+        out_data = prim.run(*datas, **params) if params else prim.run(*datas)
     except (ValueError, IndexError, TypeError) as e:
         raise _op_error(prim, args, e) from e
     if out_data.__class__ is not _NDARRAY:
         out_data = np.asarray(out_data)  # a NumPy scalar from a full reduction
-    out = wrap(out_data)
+    out = _new(Tensor)  # wrap(out_data), inline on the per-op path
+    out._data = out_data
+    out._requires_grad = False
+    out.grad = out.grad_fn = out._vc = out._acc = out._hooks = out._base = None
+    out.output_nr = 0
     if prim.view:
         _make_view(out, args[0], prim, params)
     if _dispatched and not any(
@@ -370,57 +404,58 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     """Make ``out``'s node: its edges, and what it saves for backward."""
     edges = []
     meta: list = []
-    needs = []
-    mask = 0
+    mask = tensors = 0
     bit = 1
-    constants = False
     for a in args:
         if isinstance(a, Tensor):
+            tensors |= bit
             d = a._data
             key = (d.shape, d.dtype)
             m = _METAS.get(key)
             meta.append(m if m is not None else _meta(key))
             if a._requires_grad:
                 mask |= bit
-                needs.append(True)
                 fn = a.grad_fn
                 edges.append((fn, a.output_nr) if fn is not None else (accumulator(a), 0))
             else:
-                needs.append(False)
                 edges.append(_NO_EDGE)
         else:
             meta.append(None)
-            needs.append(False)
             edges.append(_NO_EDGE)
-            constants = True
         bit <<= 1
-    node = OpNode.__new__(OpNode)
+    # the rule's key packs the call's length (the top bit, 1 << 2n) with the two masks
+    key = (bit | tensors) * bit | mask
+    rule = prim._rules.get(key)
+    keep, keep_out, needs = prim._rule(key, len(args), tensors, mask) if rule is None else rule
+    node = _new(OpNode)
     node.next_functions = tuple(edges)
     node._sequence_nr = next(_seq)
     node._hooks = None
-    node._input_meta = tuple(meta)
-    saved = meta  # what the VJP gets: each input's Meta, unless kept below, or the constant
-    if constants:
-        _constants(saved, args)
-    plain = state.plain and not interpreters.active  # no anomaly, hooks or interpreters
+    node._input_meta = meta_t = tuple(meta)
+    plain = state.plain  # no anomaly mode, no saved-tensor hooks
     node._trace = None if plain or not state.anomaly else _anomaly_trace()
     node.prim = prim
     node._needs = needs
     node._params = prim.own_params(params) if prim.array_params else params
+    node.sink_inputs = prim.accumulates
+    node._keep = keep
     out.grad_fn = node
     out._requires_grad = True
-    rule = prim._saves_for.get(mask)
-    keep, keep_out = prim.saves_for(mask) if rule is None else rule
-    has_saved = keep_out
+    # what the VJP gets: each input's Meta, unless kept below, or the constant
+    if tensors != bit - 1:
+        # constants reach the VJP as values; an array is copied, so that a change to the
+        # caller's array after forward cannot change the gradient
+        for i, a in enumerate(args):
+            if not tensors >> i & 1:
+                meta[i] = a.copy() if a.__class__ is _NDARRAY else a
+    saved = meta if keep or tensors != bit - 1 else meta_t
+    if keep or keep_out:
+        plain = plain and not interpreters.active
     for i in keep:
-        a = args[i]
-        if isinstance(a, Tensor):
-            saved[i] = SavedTensor(a) if plain else save(a, False, prim, i)
-            has_saved = True
+        saved[i] = saved_input(args[i]) if plain else save(args[i], False, prim, i)
     node._saved = saved
-    node._out_saved = (SavedTensor(out, True) if plain else save(out, True, prim)) if keep_out \
+    node._out_saved = (saved_output(out) if plain else save(out, True, prim)) if keep_out \
         else None
-    node._has_saved = has_saved
 
 
 # one Meta per (shape, dtype), shared by the nodes (a bounded cache)
@@ -432,14 +467,6 @@ def _meta(key: tuple) -> Meta:
         _METAS.clear()
     m = _METAS[key] = Meta(key)
     return m
-
-
-def _constants(saved: list, args: tuple) -> None:
-    # constants reach the VJP as values; an array is copied, so that a change to the
-    # caller's array after forward cannot change the gradient
-    for i, a in enumerate(args):
-        if not isinstance(a, Tensor):
-            saved[i] = a.copy() if a.__class__ is _NDARRAY else a
 
 
 _NO_EDGE = (None, 0)

@@ -796,6 +796,23 @@ def _np_max_pool2d(x, k, s, p=(0, 0), d=(1, 1)):
     return out
 
 
+def _np_max_pool2d_indices(x, k, s, p=(0, 0), d=(1, 1)):
+    """The flat argmax of each window (the first maximum; -1 where a window holds no input
+    element), by brute force over the windows."""
+    n, c, h, w = x.shape
+    oh = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    out = np.full((n, c, oh, ow), -1, dtype=np.int64)
+    for idx in np.ndindex(n, c, oh, ow):
+        best = -np.inf
+        for i in range(k[0]):
+            for j in range(k[1]):
+                y, z = idx[2] * s[0] - p[0] + i * d[0], idx[3] * s[1] - p[1] + j * d[1]
+                if 0 <= y < h and 0 <= z < w and (out[idx] < 0 or x[idx[:2]][y, z] > best):
+                    best, out[idx] = x[idx[:2]][y, z], y * w + z
+    return out
+
+
 _POOL_AT = np.array([[[[0, 5, 5], [11, 0, 7]], [[3, 3, 3], [4, 9, 10]]]])  # repeats on purpose
 
 
@@ -837,9 +854,12 @@ case("conv2d_weight_grad", "groups-dilation", inputs(normal(1, 2, 5, 5), normal(
 case("max_pool2d", "public-2x2", inputs(distinct(2, 2, 4, 6)),
      lambda x: mg.nn.functional.max_pool2d(x, 2), lambda x: _np_max_pool2d(x, (2, 2), (2, 2)))
 case("max_pool2d", "overlap-pad", inputs(distinct(1, 2, 5, 4)),
-     lambda x: P("max_pool2d")(x, kernel_size=(3, 3), stride=(2, 1), padding=(1, 1),
-                               dilation=(1, 1)),
+     lambda x: mg.nn.functional.max_pool2d(x, 3, stride=(2, 1), padding=1),
      lambda x: _np_max_pool2d(x, (3, 3), (2, 1), (1, 1)))
+case("max_pool2d", "given-indices", inputs(normal(1, 2, 3, 4)),
+     lambda x: P("max_pool2d")(x, mg.tensor(_POOL_AT)),
+     lambda x: np.take_along_axis(x.reshape(1, 2, 12), _POOL_AT.reshape(1, 2, 6),
+                                  axis=2).reshape(_POOL_AT.shape))
 case("max_pool2d", "public-dilation-unbatched", inputs(distinct(2, 5, 5)),
      lambda x: mg.nn.functional.max_pool2d(x, 2, stride=1, dilation=2),
      lambda x: _np_max_pool2d(x[None], (2, 2), (1, 1), (0, 0), (2, 2))[0])
@@ -1052,6 +1072,14 @@ def _bools(rng: np.random.Generator) -> Arrays:
     return rng.random((3, 4)) < 0.5, rng.random((4,)) < 0.5
 
 
+nondiff("max_pool2d_indices", "overlap-pad", inputs(distinct(2, 2, 5, 4)),
+        lambda x: P("max_pool2d_indices")(x, kernel_size=(3, 3), stride=(2, 1),
+                                          padding=(1, 1), dilation=(1, 1)),
+        lambda x: _np_max_pool2d_indices(x, (3, 3), (2, 1), (1, 1)))
+nondiff("max_pool2d_indices", "dilation-empty-window", inputs(distinct(1, 2, 2, 3)),
+        lambda x: P("max_pool2d_indices")(x, kernel_size=(2, 2), stride=(1, 1),
+                                          padding=(1, 1), dilation=(3, 2)),
+        lambda x: _np_max_pool2d_indices(x, (2, 2), (1, 1), (1, 1), (3, 2)))
 nondiff("sign", "2d", lambda rng: (np.array([[-2.0, 0.0, 3.0], [0.5, -0.0, -1e-9]]),),
         lambda x: P("sign")(x), np.sign)
 nondiff("sign", "public", inputs(normal(5)), lambda x: mg.sign(x), np.sign)

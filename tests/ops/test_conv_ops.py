@@ -299,12 +299,53 @@ def test_max_pool2d_unbatched_float32():
     assert x.grad.dtype == mg.float32 and x.grad.numpy().sum() == 8
 
 
-def test_max_pool2d_saves_only_its_input():
+def test_max_pool2d_saves_only_its_argmax():
     saved = []
     x = mg.randn(2, 3, 4, 4, requires_grad=True)
-    with mg.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.shape) or t, lambda t: t):
+    with mg.autograd.graph.saved_tensors_hooks(lambda t: saved.append((t.shape, t.dtype)) or t,
+                                               lambda t: t):
         max_pool2d(x, 2)
-    assert saved == [(2, 3, 4, 4)]
+    assert saved == [((2, 3, 2, 2), mg.int64)]
+
+
+def test_max_pool2d_backward_scatters_to_the_kept_argmax_without_pooling_again():
+    calls = []
+    prim = mg.ops.REGISTRY["max_pool2d_indices"]
+    original = prim.forward
+
+    def counting(x, **params):
+        calls.append(1)
+        return original(x, **params)
+
+    x = mg.tensor(np.arange(16.0).reshape(1, 1, 4, 4), requires_grad=True)
+    prim.forward = counting
+    try:
+        y = max_pool2d(x, 2)
+        assert calls == [1]
+        y.backward(mg.tensor([[[[1.0, 2.0], [3.0, 4.0]]]]))
+        assert calls == [1]
+    finally:
+        prim.forward = original
+    expected = np.zeros((4, 4))
+    expected[1, 1], expected[1, 3], expected[3, 1], expected[3, 3] = 1, 2, 3, 4
+    np.testing.assert_array_equal(x.grad.numpy()[0, 0], expected)
+
+
+def test_max_pool2d_argmax_changed_in_place_is_an_error():
+    x = mg.randn(1, 2, 4, 4, requires_grad=True)
+    y = max_pool2d(x, 2)
+    argmax = y.grad_fn._saved[1]._t  # the argmax, as saved for backward
+    argmax.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_max_pool2d_rejects_indices_that_do_not_fit():
+    x = mg.randn(1, 2, 2, 2)
+    with pytest.raises(IndexError, match=r"max_pool2d: an index is out of range .* 2 x 2"):
+        conv_ops._max_pool2d(x, mg.tensor(np.full((1, 2, 1, 1), 4)))
+    with pytest.raises(mg.ShapeError, match=r"max_pool2d: indices must be an integer array"):
+        conv_ops._max_pool2d(x, mg.zeros(1, 2, 1, 1))
 
 
 # ---------------------------------------------------------------------------- errors

@@ -1,0 +1,92 @@
+"""The dispatcher's per-op path (ops/registry.py ``apply`` and ``_record``) and the engine's
+walk, against values worked out by hand: the save rule by call shape, the ufunc a record
+names, and the dependency count of roots reachable from other roots."""
+
+import numpy as np
+import pytest
+
+import memgrad as mg
+from memgrad.ops.registry import REGISTRY
+
+RELEASED = "backward through the graph a second time"
+
+
+def test_a_scalar_operand_is_kept_as_a_value_so_a_second_backward_works():
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * 0.5).sum()
+    y.backward()
+    y.backward()  # nothing was saved: PyTorch allows this too
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0])
+
+
+def test_a_tensor_operand_is_saved_and_freed_after_backward():
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * mg.tensor([3.0, 4.0])).sum()
+    y.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 4.0])
+    with pytest.raises(RuntimeError, match=RELEASED):
+        y.backward()
+
+
+def test_the_save_rule_follows_the_call_shape():
+    mul = REGISTRY["mul"]
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    t = mg.tensor([3.0, 4.0])
+    # the same record, called with a tensor, a scalar and a grad-requiring second input
+    for y, keep, needs in (((x * t), (1,), (True, False)), ((x * 2.0), (), (True, False)),
+                           ((t * x), (0,), (False, True)), ((x * x), (0, 1), (True, True))):
+        node = y.grad_fn
+        assert node.prim is mul
+        assert node._keep == keep and node._needs == needs
+    y = x * 2.0
+    assert y.grad_fn._saved[1] == 2.0  # the constant reaches the VJP as a value
+
+
+def test_a_ufunc_record_calls_its_ufunc_and_a_new_forward_replaces_it():
+    mul = REGISTRY["mul"]
+    assert mul.run is np.multiply
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 5.0])
+    np.testing.assert_array_equal(mul.forward(a, b), np.multiply(a, b))
+    original = mul.forward
+    calls = []
+
+    def counting(x, y):
+        calls.append(1)
+        return original(x, y)
+
+    mul.forward = counting
+    try:
+        assert mul.run is counting
+        np.testing.assert_array_equal((mg.tensor(a) * mg.tensor(b)).numpy(), [3.0, 10.0])
+        assert calls == [1]
+    finally:
+        mul.forward = original
+    assert mul.run is original
+
+
+def test_a_root_reached_from_another_root_gets_both_gradients():
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2.0
+    z = y * 3.0
+    mg.autograd.backward([y.sum(), z.sum(), y.sum()])
+    # d/dx of sum(y) + sum(3y) + sum(y) = 2 * (1 + 3 + 1)
+    np.testing.assert_array_equal(x.grad.numpy(), [10.0, 10.0])
+    x.grad = None
+    mg.autograd.backward([z, y], [mg.ones(2), mg.tensor([1.0, -1.0])])
+    np.testing.assert_array_equal(x.grad.numpy(), [8.0, 4.0])
+
+
+def test_a_wide_graph_runs_each_node_once_in_reverse_order():
+    x = mg.tensor([1.0], requires_grad=True)
+    order = []
+    parts = []
+    for k in range(5):
+        p = x * float(k + 1)
+        p.register_hook(lambda g, k=k: order.append(k))
+        parts.append(p)
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    total.backward()
+    assert x.grad.item() == 15.0
+    assert order == [4, 3, 2, 1, 0]
