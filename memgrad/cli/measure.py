@@ -22,7 +22,7 @@ import numpy as np
 
 import memgrad as mg
 from memgrad import nn
-from memgrad.checkpoint import Plan, checkpoint_sequential
+from memgrad.checkpoint import SegmentPlan, checkpoint_sequential
 from memgrad.memory import TimelineEntry
 
 __all__ = [
@@ -30,7 +30,7 @@ __all__ = [
     "clear_grads", "measure_step", "time_step", "compare_grads",
 ]
 
-Segments = int | Plan | None
+Segments = int | SegmentPlan | None
 
 
 @dataclass
@@ -72,7 +72,7 @@ def run_step(
     segments: Segments,
 ) -> float:
     """Forward, loss and backward once, leaving the gradients in ``.grad``; ``segments`` is
-    ``None`` for the plain model, else a segment count or a ``Plan`` for
+    ``None`` for the plain model, else a segment count or a ``SegmentPlan`` for
     ``checkpoint_sequential``. Returns the loss.
 
     Example:

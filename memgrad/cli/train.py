@@ -57,7 +57,7 @@ from rich.text import Text
 import memgrad as mg
 import memgrad.distributed as dist
 from memgrad import nn
-from memgrad.checkpoint import CheckpointedSequential, Plan, plan, plan_from_profile
+from memgrad.checkpoint import CheckpointedSequential, SegmentPlan, plan, plan_from_profile
 from memgrad.cli.measure import accounting, compare_grads, measure_step, time_step
 from memgrad.cli.output import CliError, check_writable, console, first_line
 from memgrad.cli.sizes import SizeError, format_bytes, parse_size, size_at_least
@@ -197,7 +197,7 @@ def generate(
 
 def _choose_plan(
     stages: list[nn.Module], x: mg.Tensor, budget_text: str | None, plain_peak: int, out: Console
-) -> Plan:
+) -> SegmentPlan:
     """The plan under ``--budget`` (default: half the plain peak). An impossible ``--budget``
     is an error; an impossible default falls back to the least peak, and says so."""
     budget = parse_size(budget_text or "50%", PERCENT_OF).resolve(plain_peak)
@@ -234,7 +234,7 @@ def _shard_batches(sampler: DistributedSampler, batch: int) -> Iterator[np.ndarr
 
 
 def _train(
-    model: nn.Sequential, chosen: Plan, tokens: np.ndarray, args: argparse.Namespace,
+    model: nn.Sequential, chosen: SegmentPlan, tokens: np.ndarray, args: argparse.Namespace,
     out: Console,
 ) -> list[float]:
     """The training loop, under a progress bar; returns the loss of every step (this
@@ -288,7 +288,7 @@ def _train(
 
 
 def _compare(
-    model: nn.Sequential, chosen: Plan, x: mg.Tensor, y: mg.Tensor, out: Console
+    model: nn.Sequential, chosen: SegmentPlan, x: mg.Tensor, y: mg.Tensor, out: Console
 ) -> None:
     """Print the planned and the plain step side by side, on the same batch and weights."""
     loss_fn = lm_loss(y)
@@ -510,7 +510,7 @@ def _run_train(args: argparse.Namespace) -> int:
     x0, y0 = sample_batch(train_tokens, args.batch, args.seq, rng)
     xh, yh = sample_batch(held_out, args.batch, args.seq, np.random.default_rng(args.seed + 1))
     with accounting():
-        chosen: Plan | CliError | None = None
+        chosen: SegmentPlan | CliError | None = None
         if rank == 0:  # NOTE [ Data-parallel train ] step 1
             # the plain step's peak sets the default budget; the plan is made in the state
             # the loop trains in (gradients set to None before each step)

@@ -21,7 +21,7 @@ from typing import Any
 from rich.table import Table
 
 from memgrad import nn
-from memgrad.checkpoint import Plan, StageProfile, plan_from_profile, predict, profile
+from memgrad.checkpoint import SegmentPlan, StageProfile, plan_from_profile, predict, profile
 from memgrad.checkpoint.sequential import segment_bounds
 from memgrad.cli.measure import (
     StepResult,
@@ -188,7 +188,7 @@ def plain_step(workload: Workload, in_place: bool = False) -> StepResult:
 
 def choose_plan(
     profiles: Sequence[StageProfile], budget: int, model: str, plain_peak: int
-) -> Plan:
+) -> SegmentPlan:
     """``plan_from_profile`` under ``budget``, with a ``CliError`` naming the smallest
     feasible budget when none fits.
 
@@ -233,7 +233,7 @@ def sweep(
         # tracked runs first (peak, timeline, gradients), then the timed runs round-robin,
         # so that a change in the machine's load falls on every configuration alike
         first: dict[tuple[tuple[int, int], ...], Config] = {}
-        timed: list[tuple[Config, int | Plan | None]] = []
+        timed: list[tuple[Config, int | SegmentPlan | None]] = []
         for c, segments in runs:
             if c.bounds is None or tuple(c.bounds) in first:
                 continue
@@ -260,11 +260,12 @@ def sweep(
 
 def _configurations(
     profiles: list[StageProfile], budgets: list[tuple[str, int]]
-) -> list[tuple[Config, int | Plan | None]]:
+) -> list[tuple[Config, int | SegmentPlan | None]]:
     """Each configuration of a sweep, with its predictions and what ``checkpoint_sequential``
     takes for it (``None``: the plain model, or an infeasible plan)."""
     n = len(profiles)
-    runs: list[tuple[Config, int | Plan | None]] = [(Config("plain", "plain", [(0, n)]), None)]
+    runs: list[tuple[Config, int | SegmentPlan | None]] = [
+        (Config("plain", "plain", [(0, n)]), None)]
     for k in equal_counts(n)[1:]:
         runs.append((Config(f"{k} segments", "equal", segment_bounds(n, k)), k))
     for text, nbytes in budgets:
