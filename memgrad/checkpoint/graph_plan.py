@@ -16,6 +16,7 @@ from typing import Any
 from memgrad.checkpoint.graph_profile import GraphProfile, StageInfo, profile_graph
 from memgrad.checkpoint.graph_runtime import Layout, PlanHandle, planned
 from memgrad.checkpoint.solver import (
+    SLOTS,
     ChainStage,
     KeepProblem,
     keep_closure,
@@ -223,11 +224,14 @@ def plan_from_graph_profile(
     """The plan for a measured ``profile`` (see ``plan``)."""
     chain, variants = _chain(profile, method)
     plain_peak = simulate(chain, plain_schedule(chain))[0]
-    cap = max(plain_peak, budget_bytes or 0)
+    # room for the rounding up to slots, so that the plain schedule fits
+    cap = int(max(plain_peak, budget_bytes or 0) * (1 + 16 / SLOTS)) + 64
     if budget_bytes is None:
         solution = solve_chain(chain, cap, least=True)
     else:
         solution = solve_chain(chain, budget_bytes)
+        if solution is None:  # finer slots round less
+            solution = solve_chain(chain, budget_bytes, slots=8 * SLOTS)
         if solution is None:
             least = solve_chain(chain, cap, least=True)
             assert least is not None  # the plain schedule fits its own peak

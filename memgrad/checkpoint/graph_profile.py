@@ -292,8 +292,84 @@ def profile_graph(
     with track() as t:
         step()
     stages = _stages(ops, outputs)
+    _measure_backward(fn, inputs, loss_fn, ops, stages)
     return GraphProfile(ops, stages, outputs, statistics.median(step_times),
                         sum(o.seconds for o in ops), tail, t.peak_above_start)
+
+
+class _Numbering(Interpreter):
+    """Numbers the forward's ops, so that the saved-tensor hooks know whose save it is."""
+
+    def __init__(self) -> None:
+        self.k = 0
+        self.current = -1
+
+    def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
+        self.current = self.k
+        self.k += 1
+        try:
+            return call_next(prim, args, params)
+        finally:
+            self.current = -1
+
+
+class _BackwardMeter(Interpreter):
+    """In backward: the most bytes alive while each stage's VJPs run, above the level when
+    its first node unpacked what it saved."""
+
+    def __init__(self, stage_of: list[int], n: int) -> None:
+        self.stage_of = stage_of
+        self.stage = -1
+        self.before = [-1] * n
+        self.peak = [0] * n
+
+    def enter(self, k: int) -> None:
+        j = self.stage_of[k] if 0 <= k < len(self.stage_of) else -1
+        if j >= 0 and self.before[j] < 0:
+            self.before[j] = allocated_bytes()
+        self.stage = j
+
+    def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
+        reset_peak()
+        out = call_next(prim, args, params)
+        if self.stage >= 0:
+            self.peak[self.stage] = max(self.peak[self.stage], peak_bytes())
+        return out
+
+
+def _measure_backward(fn: Callable, inputs: tuple, loss_fn: Callable | None,
+                      ops: list[OpRecord], stages: list[StageInfo]) -> None:
+    """Set each stage's backward transient from one plain step: the most bytes alive in its
+    backward less the level it started at and the gradient of its input."""
+    from memgrad.autograd.graph import saved_tensors_hooks_with_op
+
+    stage_of = [0] * len(ops)
+    for j, st in enumerate(stages):
+        for k in range(st.lo, st.hi):
+            stage_of[k] = j
+    numbering = _Numbering()
+    meter = _BackwardMeter(stage_of, len(stages))
+
+    def pack(t: Tensor, op: Any, index: int) -> Any:
+        return (numbering.current, t._data if index < 0 else t, index < 0)
+
+    def unpack(packed: Any) -> Tensor:
+        k, t, is_out = packed
+        meter.enter(k)
+        return Tensor(t) if is_out else t
+
+    with track(), enable_grad():
+        with saved_tensors_hooks_with_op(pack, unpack):
+            with push(numbering):
+                out = fn(*inputs)
+            loss = loss_fn(out) if loss_fn is not None else _default_loss(out)
+        del out
+        with push(meter):
+            loss.backward()
+    for j, st in enumerate(stages):
+        if meter.before[j] >= 0:
+            grad_in = st.input_bytes if j > 0 else 0
+            st.bwd_transient = max(0, meter.peak[j] - meter.before[j] - grad_in)
 
 
 def _tail_bytes(result: Any, loss_fn: Callable | None) -> int:

@@ -181,8 +181,7 @@ class _Run(Interpreter):
     # -- backward
     def get(self, p: _Placeholder) -> Tensor:
         v = p.value
-        if v not in self.cache:
-            self._advance(p.stage)
+        self._advance(p.stage)  # also frees what the stages after p.stage held
         if v not in self.cache:
             self._rebuild(v, p.stage)
         t = self.cache[v]
@@ -196,6 +195,8 @@ class _Run(Interpreter):
         while self.pos < len(actions):
             a = actions[self.pos]
             if a[0] == "bwd" and a[1] == stage:
+                for v in self.layout.exports[stage]:  # the stages after it are done
+                    self.env.pop(v, None)
                 return
             self.pos += 1
             if a[0] == "fwd":
@@ -207,15 +208,13 @@ class _Run(Interpreter):
                 self._release(a[1])
 
     def _release(self, j: int) -> None:
-        """Stage j's backward is over: free its input and the buffers it kept."""
+        """Stage j's backward is over: free its input, its output and what it kept."""
         layout = self.layout
         for v in layout.imports[j]:
             self.env.pop(v, None)
         st = layout.stages[j]
-        last = j == len(layout.stages) - 1
         for v in range(st.lo, st.hi):
-            if last or v not in layout.exports[j]:
-                self.env.pop(v, None)
+            self.env.pop(v, None)
 
     def _replay_stage(self, j: int, mode: int | None) -> None:
         layout = self.layout
@@ -243,37 +242,32 @@ class _Run(Interpreter):
             if self.uses.get(w, 0) > 0 and w not in self.cache:
                 self.cache[w] = t
 
-    def _value(self, v: int, local: dict[int, Tensor]) -> Tensor:
+    def _lookup(self, v: int, local: dict[int, Tensor]) -> Tensor | None:
         for store in (local, self.cache, self.env):
             t = store.get(v)
             if t is not None:
                 return t
-        stack = [v]
+        return None
+
+    def _value(self, v: int, local: dict[int, Tensor]) -> Tensor:
+        """Value ``v``, replaying the ops that make it from what is held (into ``local``)."""
+        found = self._lookup(v, local)
+        if found is not None:
+            return found
+        stack = [(v, False)]
         while stack:  # iterative: a rebuild may reach far back
-            u = stack[-1]
-            missing = [w for kind, w in self.specs[u]
-                       if kind == "v" and w not in local and w not in self.cache
-                       and w not in self.env and w not in stack]
-            if missing:
-                stack.extend(missing)
+            u, ready = stack.pop()
+            if self._lookup(u, local) is not None:
                 continue
-            stack.pop()
-            if u in local:
+            if not ready:
+                stack.append((u, True))
+                stack.extend((w, False) for kind, w in self.specs[u]
+                             if kind == "v" and self._lookup(w, local) is None)
                 continue
-            args = [self._arg(a, local) for a in self.specs[u]]
+            args = [self._lookup(x, local) if kind == "v" else x for kind, x in self.specs[u]]
             with no_grad():
                 local[u] = apply_op(self.layout.ops[u].prim, tuple(args), self.params[u])
         return local[v]
-
-    def _arg(self, a: tuple, local: dict[int, Tensor]) -> Any:
-        kind, x = a
-        if kind != "v":
-            return x
-        for store in (local, self.cache, self.env):
-            t = store.get(x)
-            if t is not None:
-                return t
-        raise AssertionError(f"plan runtime: value {x} missing after its producers ran")
 
 
 def _unpack(packed: Any) -> Tensor:

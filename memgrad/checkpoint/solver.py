@@ -57,6 +57,7 @@ __all__ = [
     "schedules",
     "plain_schedule",
     "BRUTE_FORCE_LIMIT",
+    "SLOTS",
 ]
 
 BRUTE_FORCE_LIMIT = 12  # candidate buffers up to which solve_keep enumerates every subset
