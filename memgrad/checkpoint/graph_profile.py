@@ -59,6 +59,8 @@ class OpRecord:
     path: str = ""
     float_out: bool = True
     shape: tuple = ()
+    bwd_before: int = -1  # bytes alive when its node's backward began (-1: not seen)
+    bwd_peak: int = 0  # most alive from then until the next node that unpacked
     # parameters it reads, with the bytes at a time its VJP adds into an existing .grad
     leaves: list[tuple[Any, int | None]] = field(default_factory=list, repr=False)
 
@@ -218,14 +220,42 @@ def _record(fn: Callable, inputs: tuple, timed: bool) -> tuple[_Recorder, Any]:
     return rec, result
 
 
-def _step(fn: Callable, inputs: tuple, loss_fn: Callable | None) -> Callable[[], None]:
+def _step(fn: Callable, inputs: tuple, loss_fn: Callable | None, cleared: bool
+          ) -> Callable[[], None]:
+    leaves: list[Any] = []
+
     def step() -> None:
+        for p in leaves:
+            if p.grad is None or cleared:
+                p.grad = None
+            else:
+                p.grad.numpy()[...] = 0
         with enable_grad():
             out = fn(*inputs)
             loss = loss_fn(out) if loss_fn is not None else _default_loss(out)
+            if not leaves:
+                leaves.extend(_leaves(loss))
             loss.backward()
 
     return step
+
+
+def _leaves(loss: Tensor) -> list[Tensor]:
+    """The tensors requiring grad that ``loss`` was made from (the parameters)."""
+    from memgrad.autograd.graph import AccumulateGrad
+
+    found, seen = [], set()
+    stack = [loss.grad_fn] if loss.grad_fn is not None else []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.__class__ is AccumulateGrad:
+            found.append(node.variable)
+            continue
+        stack.extend(child for child, _ in node.next_functions if child is not None)
+    return found
 
 
 def _default_loss(out: Any) -> Tensor:
@@ -242,11 +272,14 @@ def _default_loss(out: Any) -> Tensor:
 
 
 def profile_graph(
-    fn: Callable, inputs: tuple, loss_fn: Callable | None = None, repeats: int = 3
+    fn: Callable, inputs: tuple, loss_fn: Callable | None = None, repeats: int = 3,
+    cleared_grads: bool = False,
 ) -> GraphProfile:
     """Profile ``fn(*inputs)`` (NOTE [ Graph profile ]): ``repeats`` warm forwards timed op by
     op (medians), one plain step timed ``repeats`` times (median) and measured once under the
     tracker for its peak. The step's loss is ``loss_fn(output)``, or the sum of the outputs.
+    Steps start with the parameters' gradients zeroed in place, or, with ``cleared_grads``,
+    set to None (backward then allocates them, and the plan counts them).
 
     Example:
         >>> import memgrad as mg
@@ -256,7 +289,7 @@ def profile_graph(
         >>> [op.name for op in p.ops], len(p.stages)
         (['linear', 'relu', 'linear'], 3)
     """
-    step = _step(fn, inputs, loss_fn)
+    step = _step(fn, inputs, loss_fn, cleared_grads)
     step()  # warm: compiled kernels, and .grad made as training makes them
     with track():
         rec, result = _record(fn, inputs, True)
@@ -291,8 +324,13 @@ def profile_graph(
         step_times.append(time.perf_counter() - t0)
     with track() as t:
         step()
+    _measure_backward(fn, inputs, loss_fn, ops)
+    if cleared_grads:
+        for op in ops:
+            for p, _ in op.leaves:
+                p.grad = None
     stages = _stages(ops, outputs)
-    _measure_backward(fn, inputs, loss_fn, ops, stages)
+    _set_backward_transients(stages, ops)
     return GraphProfile(ops, stages, outputs, statistics.median(step_times),
                         sum(o.seconds for o in ops), tail, t.peak_above_start)
 
@@ -338,17 +376,13 @@ class _BackwardMeter(Interpreter):
 
 
 def _measure_backward(fn: Callable, inputs: tuple, loss_fn: Callable | None,
-                      ops: list[OpRecord], stages: list[StageInfo]) -> None:
-    """Set each stage's backward transient from one plain step: the most bytes alive in its
-    backward less the level it started at and the gradient of its input."""
+                      ops: list[OpRecord]) -> None:
+    """Per op, from one plain step: the level when its node first unpacked what it saved,
+    and the most bytes alive while VJPs ran from then until the next such node."""
     from memgrad.autograd.graph import saved_tensors_hooks_with_op
 
-    stage_of = [0] * len(ops)
-    for j, st in enumerate(stages):
-        for k in range(st.lo, st.hi):
-            stage_of[k] = j
     numbering = _Numbering()
-    meter = _BackwardMeter(stage_of, len(stages))
+    meter = _BackwardMeter(list(range(len(ops))), len(ops))
 
     def pack(t: Tensor, op: Any, index: int) -> Any:
         return (numbering.current, t._data if index < 0 else t, index < 0)
@@ -366,10 +400,21 @@ def _measure_backward(fn: Callable, inputs: tuple, loss_fn: Callable | None,
         del out
         with push(meter):
             loss.backward()
+    for k, op in enumerate(ops):
+        op.bwd_before, op.bwd_peak = meter.before[k], meter.peak[k]
+
+
+def _set_backward_transients(stages: list[StageInfo], ops: list[OpRecord]) -> None:
+    """Each stage's backward transient: the most bytes alive in its backward less the level
+    it started at and the gradient of its input (the formula where nothing was measured)."""
     for j, st in enumerate(stages):
-        if meter.before[j] >= 0:
-            grad_in = st.input_bytes if j > 0 else 0
-            st.bwd_transient = max(0, meter.peak[j] - meter.before[j] - grad_in)
+        measured = [k for k in range(st.lo, st.hi) if ops[k].bwd_before >= 0]
+        if not measured:
+            continue
+        before = ops[max(measured)].bwd_before  # the stage's first node in backward
+        peak = max(ops[k].bwd_peak for k in measured)
+        grad_in = st.input_bytes if j > 0 else 0
+        st.bwd_transient = max(0, peak - before - grad_in)
 
 
 def _tail_bytes(result: Any, loss_fn: Callable | None) -> int:

@@ -79,7 +79,13 @@ class Layout:
                     held.update(self.kept[a[1]][a[2]])
             elif a[0] == "drop":
                 held.difference_update(self.imports[a[1]])
-        self.hold_forward = frozenset(held)
+        # only what a replay starts from, or a stage that rebuilds values reads: anything
+        # else held would outlive the node that saved it
+        replayed = {a[1] for a in self.backward if a[0] == "fwd"}
+        rebuilds = {j for j, m in enumerate(self.mode) if m}  # variant 0 keeps all
+        needed = {v for j in replayed | rebuilds for v in self.imports[j]}
+        needed.update(r for j in rebuilds for r in self.kept[j][self.mode[j]])
+        self.hold_forward = frozenset(held & needed)
 
     def keeps(self, saver: int, v: int, mode: int | None) -> bool:
         """Whether op ``saver``'s node keeps value ``v`` when its stage runs in ``mode``."""
@@ -220,17 +226,16 @@ class _Run(Interpreter):
         layout = self.layout
         st = layout.stages[j]
         local: dict[int, Tensor] = {}
-        for k in range(st.lo, st.hi):
-            self._value(k, local)
+        made = {k: self._value(k, local) for k in range(st.lo, st.hi)}
         for v in layout.exports[j]:
-            self.env[v] = local[v]
+            self.env[v] = made[v]
         if mode is None:
             return
-        for k in range(st.lo, st.hi):
+        for k, t in made.items():
             if self.uses.get(k, 0) > 0 and layout.keeps(k, k, mode):
-                self.cache[k] = local[k]
+                self.cache[k] = t
             if layout.ops[k].root in layout.kept[j][mode]:
-                self.env[k] = local[k]
+                self.env[k] = t
         for v in layout.imports[j]:
             if self.uses.get(v, 0) > 0 and v not in self.cache:
                 self.cache[v] = self._value(v, local)
