@@ -75,11 +75,15 @@ class Plan:
 
     @property
     def depth(self) -> int:
-        """The most times any stage's forward runs in one step (1: nothing recomputed)."""
+        """The most times any op's forward runs in one step (1: nothing recomputed): the
+        runs of its stage, and one more where its stage's last run keeps a variant that
+        rebuilds values."""
         runs = [0] * len(self.chain)
         for a in self.actions:
             if a[0] == "fwd":
                 runs[a[1]] += 1
+                if a[2] is not None and self.chain[a[1]].options[a[2]][1] > 0:
+                    runs[a[1]] += 1
         return max(runs)
 
     def apply(self, model: Any) -> PlanHandle:

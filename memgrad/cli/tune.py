@@ -509,7 +509,7 @@ def run_plan(args: argparse.Namespace) -> int:
         graph = graph_profile(w, in_place)
     nbytes = None if budget is None else budget.resolve(plain.peak)
     p = choose_graph_plan(graph, nbytes, w.name, plain.peak)
-    rows = sorted(p.rows(), key=lambda r: r.path)
+    rows = p.rows()  # in forward order
     if args.json:
         print(json.dumps({
             "model": w.name,
@@ -540,7 +540,7 @@ def run_plan(args: argparse.Namespace) -> int:
     for name, justify in (("module", "left"), ("kept", "right"), ("kept bytes", "right"),
                           ("recomputed", "right"), ("recomputed bytes", "right"),
                           ("recompute time", "right")):
-        table.add_column(name, justify=justify)
+        table.add_column(name, justify=justify, no_wrap=name == "module")
     for r in rows:
         if r.kept + r.recomputed == 0 and r.recompute_seconds == 0:
             continue
