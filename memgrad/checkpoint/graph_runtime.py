@@ -71,6 +71,14 @@ class Layout:
             self.imports.append(sorted(
                 {v for op in self.ops[st.lo:st.hi] for kind, v in op.args
                  if kind == "v" and v < st.lo}))
+        self.last_use: list[dict[int, int]] = []  # per stage: value -> its last reader there
+        for st in self.stages:
+            last: dict[int, int] = {}
+            for k in range(st.lo, st.hi):
+                for kind, v in self.ops[k].args:
+                    if kind == "v":
+                        last[v] = k
+            self.last_use.append(last)
         held: set[int] = set()
         for a in actions[:first_bwd]:
             if a[0] == "fwd":
@@ -226,16 +234,21 @@ class _Run(Interpreter):
         layout = self.layout
         st = layout.stages[j]
         local: dict[int, Tensor] = {}
-        made = {k: self._value(k, local) for k in range(st.lo, st.hi)}
-        for v in layout.exports[j]:
-            self.env[v] = made[v]
+        last = layout.last_use[j]
+        for k in range(st.lo, st.hi):
+            t = self._value(k, local)
+            if k in layout.exports[j]:
+                self.env[k] = t
+            if mode is not None:
+                if self.uses.get(k, 0) > 0 and layout.keeps(k, k, mode):
+                    self.cache[k] = t
+                if layout.ops[k].root in layout.kept[j][mode]:
+                    self.env[k] = t
+            for kind, v in layout.ops[k].args:  # what eager code would have dropped by now
+                if kind == "v" and last.get(v, -1) <= k:
+                    local.pop(v, None)
         if mode is None:
             return
-        for k, t in made.items():
-            if self.uses.get(k, 0) > 0 and layout.keeps(k, k, mode):
-                self.cache[k] = t
-            if layout.ops[k].root in layout.kept[j][mode]:
-                self.env[k] = t
         for v in layout.imports[j]:
             if self.uses.get(v, 0) > 0 and v not in self.cache:
                 self.cache[v] = self._value(v, local)
