@@ -37,8 +37,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -270,8 +273,7 @@ def _solve_binary(solver: str, cost: np.ndarray, rows: list, size_row: np.ndarra
         return np.round(res.x)
     import highspy
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = _quiet_highs(highspy)
     inf = highspy.kHighsInf
     for i in range(nvar):
         h.addVar(0.0, 1.0)
@@ -284,6 +286,23 @@ def _solve_binary(solver: str, cost: np.ndarray, rows: list, size_row: np.ndarra
         h.addRow(lo, hi, len(idx), idx, a[j, idx].astype(np.float64))
     h.run()
     return np.round(np.array(h.getSolution().col_value))
+
+
+def _quiet_highs(highspy: Any) -> Any:
+    """A HiGHS instance, made with the process's stdout closed: HiGHS writes its banner
+    there (below Python), which would mix into a command's JSON."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 def keep_frontier(
