@@ -183,6 +183,7 @@ def _place_labels(fig: Any, ax: Any, points: Sequence[Point]) -> None:
 def plot_tradeoff(
     path: Path, panels: Sequence[tuple[str, Sequence[Point], Sequence[tuple[str, int]]]],
     frontiers: Sequence[Sequence[tuple[int, float]]] = (),
+    predicted: Sequence[Sequence[tuple[int, float]]] = (),
 ) -> None:
     """Draw peak memory against step time, one labelled point per configuration and one
     panel per model, with the budgets as dashed lines, and save it as a PNG.
@@ -192,6 +193,7 @@ def plot_tradeoff(
         panels: ``(title, points, budgets)`` per model; ``budgets`` are ``(label, bytes)``.
         frontiers: per panel, measured ``(peak bytes, seconds)`` of plans over many
             budgets, drawn as a line (the planner's memory/time frontier).
+        predicted: per panel, the predicted ``(budget bytes, seconds)`` frontier, dashed.
 
     Example:
         >>> plot_tradeoff(Path("tradeoff.png"), [("mlp", [Point("plain", 0.01, 10**6)], [])])
@@ -206,7 +208,12 @@ def plot_tradeoff(
         line = sorted(frontiers[i]) if i < len(frontiers) else []
         if line:
             ax.plot([t * 1e3 for _, t in line], [b / MB for b, _ in line], "-o", ms=3,
-                    color="tab:orange", zorder=2, label="graph plans over many budgets")
+                    color="tab:orange", zorder=2, label="graph plans, measured")
+        guess = predicted[i] if i < len(predicted) else []
+        if guess:
+            ax.step([t * 1e3 for _, t in guess], [b / MB for b, _ in guess], "--",
+                    where="post", color="tab:green", zorder=1, label="graph plans, predicted")
+        if line or guess:
             ax.legend(loc="upper right", fontsize=8)
         for p in points:
             ax.scatter(p.seconds * 1e3, p.peak / MB, s=70 if p.highlight else 30,

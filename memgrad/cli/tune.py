@@ -155,6 +155,8 @@ class TuneResult:
     recommended: Config
     rule: str
     frontier: list[tuple[int, float]] = field(default_factory=list)  # measured (peak, s)
+    # the chain program's least predicted step time at each budget: (budget, s)
+    predicted_frontier: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def plain(self) -> Config:
@@ -318,8 +320,17 @@ def sweep(
 
     configs = [c for c, _ in runs]
     recommended, rule = _recommend([c for c in configs if c.measured], resolved)
+    predicted = []
+    if frontier:
+        top = plan_from_graph_profile(graph, plain_result.peak)
+        predicted = [(b, plain_result_seconds(timed) + extra) for b, extra in top.frontier]
     return TuneResult(workload.name, workload.title, n, configs, resolved, recommended, rule,
-                      [(peak, seconds) for peak, seconds, _ in points])
+                      [(peak, seconds) for peak, seconds, _ in points], predicted)
+
+
+def plain_result_seconds(timed: list[tuple[Config, Any]]) -> float:
+    """The plain configuration's best time among the timed ones."""
+    return next(c.seconds for c, segments in timed if c.kind == "plain")
 
 
 def _frontier_plans(graph: GraphProfile, plain_peak: int, count: int = 10) -> list[Plan]:
@@ -477,7 +488,7 @@ def run_tune(args: argparse.Namespace) -> int:
         plot_tradeoff(plot, [
             (f"{r.model}: peak memory against step time", _points(r), r.budgets)
             for r in results
-        ], [r.frontier for r in results])
+        ], [r.frontier for r in results], [r.predicted_frontier for r in results])
     if timeline:
         plot_timelines(timeline, [
             (f"{r.model}: bytes alive during one step",
