@@ -61,6 +61,7 @@ class Plan:
     budget_bytes: int | None = None
     frontier: list[tuple[int, float]] = field(default_factory=list, repr=False)
     _layout: Layout | None = field(default=None, repr=False)
+    _kept_outputs: set[int] | None = field(default=None, repr=False)
 
     @property
     def layout(self) -> Layout:
@@ -130,8 +131,10 @@ class Plan:
         layout = self.layout
         if not 0 <= index < len(layout.ops):
             raise IndexError(f"Plan.keeps: op {index} out of range 0..{len(layout.ops) - 1}")
-        return any(layout.keeps(k, index, layout.mode[layout.stage_of[k]])
-                   for k, op in enumerate(layout.ops) if index in op.saved)
+        if self._kept_outputs is None:
+            self._kept_outputs = {v for k, op in enumerate(layout.ops) for v in op.saved
+                                  if layout.keeps(k, v, layout.mode[layout.stage_of[k]])}
+        return index in self._kept_outputs
 
     def rows(self) -> list[PlanRow]:
         """Kept and recomputed bytes and recompute seconds per module path."""
