@@ -65,7 +65,9 @@ def _step(model: Any, x: mg.Tensor, loss_fn: Callable, segments: int | None
             if p.grad is not None:
                 p.grad.numpy()[...] = 0
         out = model(x) if segments is None else checkpoint_sequential(model, segments, x)
-        loss_fn(out).backward()
+        loss = loss_fn(out)
+        del out  # the graph keeps what backward needs (as memgrad train does)
+        loss.backward()
 
     return step
 
