@@ -1,95 +1,189 @@
-"""The planner on W1-W3: under budgets of 25%, 50% and 75% of the plain peak, its plan's
-measured and predicted peak and step time, against the best equal-count segmentation that
-fits the same budget.
+"""The graph planner on W1-W3, ``memgrad train``'s language model and a nanoGPT-shaped GPT:
+under budgets of 20-75% of the plain peak, the plan's predicted and measured peak and step
+time, against the best equal-count ``checkpoint_sequential`` that fits the same budget.
 
 Gradients are zeroed in place before each step, so the peaks are activations and
-transients. The plan and its rival are timed in turns after the sweep. The best equal count
-is the fastest ``checkpoint_sequential(model, k, x)`` whose
-measured peak fits the budget. Target: the plan is never slower than it, and at least 10% faster on
-one of the three workloads.
+transients. Each model is profiled once (``memgrad.checkpoint.graph_profile``) and planned
+for every budget from that profile. The best equal count is the fastest segment count
+whose measured peak fits the budget (Sequential models only). The plan and its rival are
+timed in pairs, alternating, in one process: the speedup is the median of the pairs'
+ratios, the spread their interquartile range. Targets: on W2 at 50% and 25% the plan is at
+least 10% faster; it is never slower (within the spread); W1 fits at 20%; predicted peak
+within 10% and predicted step time within 15% of measured.
 
 Usage:
-    python benchmarks/planner.py [--repeats 3] [--only W1,W2,W3] [--small]
+    python benchmarks/planner.py [--repeats 5] [--only W1,W2,W3,train,gpt] [--small]
 """
 
 from __future__ import annotations
 
-from checkpointing import make_step, peak_bytes
-from common import best_time, emit, machine_info, table, workload_args
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from common import emit, machine_info, table, workload_args
 from workloads import FULL, SMALL
 
 import memgrad as mg
 from memgrad import models
-from memgrad.checkpoint import plan
+from memgrad.checkpoint import checkpoint_sequential
+from memgrad.checkpoint.graph_plan import plan_from_graph_profile
+from memgrad.checkpoint.graph_profile import profile_graph
 
 __all__ = ["main"]
 
-FRACTIONS = (0.25, 0.50, 0.75)
+FRACTIONS = {"W1": (0.20, 0.25, 0.50, 0.75)}
+DEFAULT_FRACTIONS = (0.25, 0.50, 0.75)
+EXTRA = {
+    "train": ("lm", dict(d_model=64, heads=4, blocks=4, seq=64, batch=16)),
+    "gpt": ("gpt", FULL["W2"][1]),
+}
+EXTRA_SMALL = {
+    "train": ("lm", dict(d_model=32, heads=4, blocks=2, seq=16, batch=4)),
+    "gpt": ("gpt", SMALL["W2"][1]),
+}
+
+
+def _build(name: str, sizes: dict) -> tuple[Any, mg.Tensor, Callable]:
+    if name == "lm":
+        mg.manual_seed(0)
+        model = models.build_lm(sizes["d_model"], sizes["heads"], sizes["blocks"], sizes["seq"])
+        x, y = models.sample_batch(np.arange(50_000) % 251, sizes["batch"], sizes["seq"],
+                                   np.random.default_rng(0))
+        return model, x, models.lm_loss(y)
+    return models.BUILTIN[name](**sizes)
+
+
+def _step(model: Any, x: mg.Tensor, loss_fn: Callable, segments: int | None
+          ) -> Callable[[], None]:
+    params = list(model.parameters())
+
+    def step() -> None:
+        for p in params:
+            if p.grad is not None:
+                p.grad.numpy()[...] = 0
+        out = model(x) if segments is None else checkpoint_sequential(model, segments, x)
+        loss = loss_fn(out)
+        del out  # the graph keeps what backward needs (as memgrad train does)
+        loss.backward()
+
+    return step
+
+
+def _peak(step: Callable[[], None]) -> int:
+    with mg.memory.track() as t:
+        step()
+    return t.peak_above_start
+
+
+def _seconds(step: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
+
+
+def _paired(a: Callable[[], None], b: Callable[[], None], repeats: int
+            ) -> tuple[float, float, float, float]:
+    """Medians of a and b timed alternately, the median ratio b/a and its spread (IQR)."""
+    ta, tb, ratios = [], [], []
+    for _ in range(repeats):
+        x, y = _seconds(a), _seconds(b)
+        ta.append(x)
+        tb.append(y)
+        ratios.append(y / x)
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return statistics.median(ta), statistics.median(tb), statistics.median(ratios), q[2] - q[0]
+
+
+def _equal_counts(model: Any, x: mg.Tensor, loss_fn: Callable) -> dict[int, tuple[int, float]]:
+    """Measured peak and one timing of every segment count (a Sequential's)."""
+    out = {}
+    for k in range(2, len(model) + 1):
+        step = _step(model, x, loss_fn, k)
+        step()
+        out[k] = (_peak(step), _seconds(step))
+    return out
+
+
+def run(key: str, name: str, sizes: dict, repeats: int, machine: dict) -> list[list]:
+    """Measure one model under its budgets; returns its table rows."""
+    model, x, loss_fn = _build(name, sizes)
+    plain = _step(model, x, loss_fn, None)
+    plain()  # the gradients exist from here on, and are zeroed in place
+    plain_peak = _peak(plain)
+    start = time.perf_counter()
+    profile = profile_graph(model, (x,), loss_fn, repeats)
+    profile_s = time.perf_counter() - start
+    equal = _equal_counts(model, x, loss_fn) if isinstance(model, mg.nn.Sequential) else {}
+    rows = []
+    for fraction in FRACTIONS.get(key, DEFAULT_FRACTIONS):
+        budget = int(fraction * plain_peak)
+        start = time.perf_counter()
+        try:
+            p = plan_from_graph_profile(profile, budget)
+        except mg.PlanError as e:
+            emit({"bench": "planner", "workload": key, "fraction": fraction, "budget": budget,
+                  "error": str(e), "machine": machine})
+            rows.append([key, f"{fraction:.0%}", "none fits", "", "", "", "", "", "", ""])
+            continue
+        solve_s = time.perf_counter() - start
+        handle = p.apply(model)
+        planned = _step(model, x, loss_fn, None)
+        planned()
+        measured_peak = _peak(planned)
+        handle.remove()
+
+        def planned_step(p: Any = p, run: Callable[[], None] = planned) -> None:
+            with p.apply(model):
+                run()
+
+        fits = {k: v for k, v in equal.items() if v[0] <= budget}
+        if plain_peak <= budget:
+            fits[1] = (plain_peak, _seconds(plain))
+        best = min(fits, key=lambda k: fits[k][1]) if fits else None
+        rival = _step(model, x, loss_fn, None if best == 1 else best) if best else plain
+        plan_s, rival_s, speedup, spread = _paired(planned_step, rival, repeats)
+        plain_s = statistics.median(_seconds(plain) for _ in range(max(1, repeats // 2)))
+        peak_err = measured_peak / p.predicted_peak - 1
+        predicted_s = plain_s + p.predicted_extra_seconds
+        time_err = plan_s / predicted_s - 1
+        emit({"bench": "planner", "workload": key, "model": name, "fraction": fraction,
+              "budget": budget, "plain_peak": plain_peak, "predicted_peak": p.predicted_peak,
+              "measured_peak": measured_peak, "fits": measured_peak <= budget,
+              "depth": p.depth, "stages": p.stages,
+              "predicted_step_s": round(predicted_s, 4), "plan_step_s": round(plan_s, 4),
+              "best_equal_segments": best, "best_equal_step_s": round(rival_s, 4) if best
+              else None, "speedup": round(speedup, 3) if best else None,
+              "speedup_iqr": round(spread, 3) if best else None,
+              "profile_s": round(profile_s, 2), "solve_s": round(solve_s, 2),
+              "machine": machine})
+        rows.append([
+            key, f"{fraction:.0%}", f"{measured_peak / budget:.2f}", f"{peak_err:+.1%}",
+            f"{plan_s * 1e3:.0f}", f"{time_err:+.1%}", str(p.depth - 1),
+            "-" if best is None else ("plain" if best == 1 else str(best)),
+            "-" if best is None else f"{rival_s * 1e3:.0f}",
+            "-" if best is None else f"{speedup:.2f}x ±{spread / 2:.2f}",
+        ])
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Measure, print the JSON lines and the tables; returns the exit status."""
-    args = workload_args(__doc__, argv, repeats=3, warmup=1)
+    """Measure, print the JSON lines and the table; returns the exit status."""
+    args = workload_args(__doc__, argv, repeats=5, warmup=1)
     machine = machine_info()
-    faster = []
-    for key in args.only.split(","):
-        name, sizes = (SMALL if args.small else FULL)[key]
-        model, x, loss_fn = models.BUILTIN[name](**sizes)
-        stages = list(model)
-        n = len(stages)
-        # gradients are zeroed in place before each step (they exist from a first step), so
-        # the budgets are over activations and transients, as in benchmarks/checkpointing.py
-        make_step(model, x, loss_fn, None)()
-        equal = {}
-        for k in range(1, n + 1):
-            step = make_step(model, x, loss_fn, k if k > 1 else None)
-            peak = peak_bytes(step)
-            seconds, _ = best_time(step, args.repeats, args.warmup)
-            equal[k] = (peak, seconds)
-        plain_peak = equal[1][0]
-        rows = []
-        for fraction in FRACTIONS:
-            budget = int(fraction * plain_peak)
-            fitting = {k: v for k, v in equal.items() if v[0] <= budget}
-            best_k = min(fitting, key=lambda k: fitting[k][1]) if fitting else None
-            try:
-                p = plan(stages, x, budget_bytes=budget)
-            except mg.PlanError as e:
-                emit({"bench": "planner", "workload": key, "fraction": fraction,
-                      "budget": budget, "plan": None, "error": str(e), "machine": machine})
-                rows.append([f"{fraction:.0%}", budget, "infeasible", None, None, None,
-                             best_k, None, None])
-                continue
-            step = make_step(model, x, loss_fn, p)
-            measured = peak_bytes(step)
-            seconds, _ = best_time(step, args.repeats, args.warmup)
-            if best_k:
-                # time the plan and its rival in turns, so that a drift in the machine's
-                # speed falls on both alike
-                rival = make_step(model, x, loss_fn, best_k if best_k > 1 else None)
-                for _ in range(args.repeats):
-                    seconds = min(seconds, best_time(step, 1, 0)[0])
-                    fitting[best_k] = (fitting[best_k][0],
-                                       min(fitting[best_k][1], best_time(rival, 1, 0)[0]))
-            speedup = fitting[best_k][1] / seconds if best_k else None
-            if speedup:
-                faster.append(speedup)
-            emit({"bench": "planner", "workload": key, "fraction": fraction, "budget": budget,
-                  "plan_sizes": p.sizes, "predicted_peak": p.predicted_peak,
-                  "measured_peak": measured, "plan_step_s": round(seconds, 4),
-                  "best_equal_segments": best_k,
-                  "best_equal_step_s": best_k and round(fitting[best_k][1], 4),
-                  "speedup": speedup and round(speedup, 3), "machine": machine})
-            rows.append([f"{fraction:.0%}", budget, str(p.sizes), p.predicted_peak, measured,
-                         seconds, best_k, best_k and fitting[best_k][1],
-                         None if speedup is None else f"{speedup:.2f}x"])
-        print()
-        print(f"{key} ({name}, {n} stages), plain peak {plain_peak:,} bytes")
-        print(table(["budget", "bytes", "plan sizes", "predicted", "measured", "plan step s",
-                     "best equal", "its step s", "plan speedup"], rows))
-    if faster:
-        print(f"\ntarget: never slower ({min(faster):.2f}x at worst), >= 1.10x somewhere "
-              f"({max(faster):.2f}x at best)")
+    catalogue = {**(SMALL if args.small else FULL), **(EXTRA_SMALL if args.small else EXTRA)}
+    only = args.only if args.only != "W1,W2,W3" else "W1,W2,W3,train,gpt"
+    rows = []
+    for key in only.split(","):
+        name, sizes = catalogue[key]
+        rows += run(key, name, sizes, args.repeats, machine)
+    print()
+    print(f"graph planner, gradients zeroed in place; {machine['cpu']}, {machine['cores']} "
+          f"cores (shared), BLAS {machine['blas']}; paired timing, median of {args.repeats}")
+    print(table(["model", "budget", "peak/budget", "peak vs predicted", "plan ms",
+                 "time vs predicted", "levels", "best equal", "its ms", "plan speedup"], rows))
     return 0
 
 

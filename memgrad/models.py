@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,8 @@ __all__ = [
     "mlp",
     "transformer",
     "convnet",
+    "gpt",
+    "GPT",
     "TokenEmbedding",
     "LMHead",
     "BUILTIN",
@@ -122,10 +125,55 @@ def convnet(
     return model, x, lambda out: F.mse_loss(out, target)
 
 
-BUILTIN: dict[str, Callable[..., Workload]] = {
+class GPT(nn.Module):
+    """A nanoGPT-shaped language model written as one Module: token and position embeddings,
+    a ModuleList of pre-LN blocks run in a loop, a final LayerNorm and a head tied to the
+    token embedding (``logits = ln(h) @ wte.T``)."""
+
+    def __init__(self, vocab: int, seq: int, d_model: int, heads: int, blocks: int) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d_model)
+        self.wpe = nn.Embedding(seq, d_model)
+        self.h = nn.ModuleList([nn.TransformerBlock(d_model, heads) for _ in range(blocks)])
+        self.ln_f = nn.LayerNorm(d_model)
+
+    def forward(self, idx: mg.Tensor) -> mg.Tensor:
+        x = self.wte(idx) + self.wpe(mg.arange(idx.shape[-1]))
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x) @ self.wte.weight.T
+
+
+def gpt(
+    blocks: int = 8,
+    d_model: int = 256,
+    heads: int = 4,
+    seq: int = 128,
+    batch: int = 16,
+    vocab: int = 256,
+    seed: int = 0,
+) -> tuple[GPT, mg.Tensor, Callable[[mg.Tensor], mg.Tensor]]:
+    """W2's sizes as a nanoGPT-shaped ``GPT`` (one Module, not a Sequential), with
+    cross-entropy on the next token of random sequences.
+
+    Example:
+        >>> model, x, loss_fn = gpt(blocks=1, d_model=16, heads=2, seq=8, batch=2, vocab=32)
+        >>> loss_fn(model(x)).shape
+        ()
+    """
+    rng = _generator(seed)
+    model = GPT(vocab, seq, d_model, heads, blocks)
+    tokens = rng.integers(0, vocab, size=(batch, seq + 1))
+    x = mg.tensor(tokens[:, :-1])
+    target = mg.tensor(tokens[:, 1:].reshape(-1))
+    return model, x, lambda logits: F.cross_entropy(logits.reshape(-1, vocab), target)
+
+
+BUILTIN: dict[str, Callable[..., Any]] = {
     "mlp": mlp,
     "transformer": transformer,
     "convnet": convnet,
+    "gpt": gpt,
 }
 
 

@@ -8,7 +8,17 @@ from memgrad.checkpoint.checkpoint import (
     set_checkpoint_early_stop,
 )
 from memgrad.checkpoint.frame import GraphExecGroup
-from memgrad.checkpoint.planner import Plan, StageProfile, plan, plan_from_profile, predict, profile
+from memgrad.checkpoint.graph_plan import Plan, PlanRow
+from memgrad.checkpoint.graph_runtime import PlanHandle
+from memgrad.checkpoint.planner import (
+    SegmentPlan,
+    StageProfile,
+    plan,
+    plan_from_profile,
+    plan_segments,
+    predict,
+    profile,
+)
 from memgrad.checkpoint.selective import (
     CheckpointPolicy,
     SelectiveCheckpointContext,
@@ -34,9 +44,13 @@ __all__ = [
     "create_selective_checkpoint_contexts",
     "policy",
     "plan",
+    "plan_segments",
     "plan_from_profile",
     "predict",
     "profile",
     "Plan",
+    "PlanRow",
+    "PlanHandle",
+    "SegmentPlan",
     "StageProfile",
 ]

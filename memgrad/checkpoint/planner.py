@@ -40,7 +40,15 @@ from memgrad.records import StageProfile, gradient_bytes
 from memgrad.sizes import SizeError, parse_size
 from memgrad.tensor import Tensor
 
-__all__ = ["StageProfile", "Plan", "profile", "plan", "plan_from_profile", "predict"]
+__all__ = [
+    "StageProfile",
+    "SegmentPlan",
+    "profile",
+    "plan",
+    "plan_segments",
+    "plan_from_profile",
+    "predict",
+]
 
 
 # gradient buffers of a stage's output size alive at once in backward (NOTE [ Peak model ])
@@ -48,11 +56,11 @@ TRANSIENT_OUTPUTS = 3
 
 
 @dataclass
-class Plan:
-    """A segmentation: ``bounds`` are ``[start, end)`` per segment (all but the last are
-    checkpointed), with the predicted peak bytes (above the step's starting level) and the
-    predicted extra seconds of recomputation per step. ``checkpoint_sequential`` takes a
-    Plan in place of a segment count."""
+class SegmentPlan:
+    """A segmentation of a chain of layers: ``bounds`` are ``[start, end)`` per segment (all
+    but the last are checkpointed), with the predicted peak bytes (above the step's starting
+    level) and the predicted extra seconds of recomputation per step.
+    ``checkpoint_sequential`` takes one in place of a segment count."""
 
     bounds: list[tuple[int, int]]
     predicted_peak: int
@@ -71,7 +79,7 @@ class Plan:
     def __str__(self) -> str:
         budget = "none" if self.budget_bytes is None else f"{self.budget_bytes:,} B"
         return (
-            f"Plan: {self.segments} segments of sizes {self.sizes} (cuts at "
+            f"SegmentPlan: {self.segments} segments of sizes {self.sizes} (cuts at "
             f"{[s for s, _ in self.bounds[1:]]}); predicted peak {self.predicted_peak:,} B "
             f"(budget {budget}); predicted recompute {self.predicted_extra_seconds * 1e3:.1f} "
             "ms per step"
@@ -194,7 +202,7 @@ def _budget(budget_bytes: Any) -> int | None:
 
 def plan_from_profile(
     profiles: Sequence[StageProfile], budget_bytes: int | float | str | None = None
-) -> Plan:
+) -> SegmentPlan:
     """The exact best segmentation for measured ``profiles`` (see ``plan``)."""
     profiles = list(profiles)
     budget_bytes = _budget(budget_bytes)
@@ -212,14 +220,72 @@ def plan_from_profile(
             )
     assert bounds is not None
     peak, extra = predict(profiles, bounds)
-    return Plan(bounds, peak, extra, budget_bytes, profiles)
+    return SegmentPlan(bounds, peak, extra, budget_bytes, profiles)
 
 
 def plan(
+    model_or_fn: Any,
+    *example_inputs: Any,
+    budget_bytes: int | float | str | None = None,
+    loss_fn: Callable[[Any], Any] | None = None,
+    repeats: int = 3,
+    method: str = "auto",
+) -> Any:
+    """Plan a training step of ``model_or_fn(*example_inputs)`` under ``budget_bytes`` (a
+    number of bytes or a size such as ``"64MB"``): trace one forward, measure each op's
+    time and each value's bytes (warm, ``repeats`` times, medians), and decide for every
+    value its backward reads whether it is kept or recomputed in backward, and from where,
+    with recomputation nested to any depth along the chain of the model's stages; the plan
+    has the least predicted recompute time whose predicted peak of forward plus backward
+    fits the budget (the least peak with no budget). ``loss_fn(output)`` is the step's loss
+    (default: the sum of the outputs). ``method`` chooses the keep solver inside a stage
+    (``"auto"``, ``"brute"``, ``"ilp"``, ``"greedy"``; NOTE [ Keep or recompute ]). Raises
+    ``PlanError`` naming the smallest feasible budget when none fits. Plan in the state you
+    train in (gradients zeroed in place or cleared to None).
+
+    Returns a ``Plan``: ``plan.apply(model)`` runs it (``with`` block or handle),
+    ``plan.wrap(fn)`` for a function; gradients are bit-identical to the plain run's.
+    A list of stage functions (``plan([f, g], x, "64MB")``) is planned as a segmentation
+    instead (``plan_segments``), for ``checkpoint_sequential``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.checkpoint import plan
+        >>> model = mg.nn.Sequential(*[mg.nn.Linear(64, 64) for _ in range(6)])
+        >>> x = mg.randn(128, 64)
+        >>> p = plan(model, x, repeats=1)
+        >>> with p.apply(model):
+        ...     model(x).sum().backward()
+        >>> p.predicted_peak <= p.predicted_plain_peak
+        True
+    """
+    from memgrad.checkpoint.graph_plan import graph_plan
+
+    if isinstance(model_or_fn, (list, tuple)):
+        if len(example_inputs) == 2 and budget_bytes is None:
+            example_inputs, budget_bytes = example_inputs[:1], example_inputs[1]
+        if len(example_inputs) != 1:
+            raise TypeError(
+                f"plan: a list of stages takes one input (the first stage's), got "
+                f"{len(example_inputs)}; call plan(stages, x, budget_bytes=...)"
+            )
+        return plan_segments(model_or_fn, example_inputs[0], budget_bytes)
+    if not callable(model_or_fn):
+        raise TypeError(
+            f"plan: model_or_fn must be a Module, a function or a list of stages, got "
+            f"{type(model_or_fn).__name__}; pass the model, then its example inputs"
+        )
+    if not example_inputs:
+        raise TypeError("plan: pass the model's example inputs after it: plan(model, x)")
+    return graph_plan(model_or_fn, *example_inputs, budget_bytes=_budget(budget_bytes),
+                      loss_fn=loss_fn, repeats=repeats, method=method)
+
+
+def plan_segments(
     functions: Sequence[Callable[[Any], Any]],
     input: Any,
     budget_bytes: int | float | str | None = None,
-) -> Plan:
+) -> SegmentPlan:
     """Profile each stage once, then choose the segment boundaries (not only equal counts)
     that minimise recomputed forward time subject to the predicted peak fitting
     ``budget_bytes``; with no budget, the least peak. ``budget_bytes`` is a number of bytes
@@ -235,15 +301,15 @@ def plan(
 
     Example:
         >>> import memgrad as mg
-        >>> from memgrad.checkpoint import plan, checkpoint_sequential
+        >>> from memgrad.checkpoint import plan_segments, checkpoint_sequential
         >>> ws = [mg.randn(64, 64, requires_grad=True) for _ in range(8)]
         >>> layers = [lambda h, w=w: (h @ w).relu() for w in ws]
         >>> x = mg.randn(128, 64)
-        >>> p = plan(layers, x)
+        >>> p = plan_segments(layers, x)
         >>> out = checkpoint_sequential(layers, p, x)
         >>> p.segments > 1
         True
-        >>> plan(layers, x, budget_bytes="1MB").budget_bytes
+        >>> plan_segments(layers, x, budget_bytes="1MB").budget_bytes
         1000000
     """
     budget_bytes = _budget(budget_bytes)  # before profiling, which takes a while

@@ -377,8 +377,9 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
         "tune",
         help="measure peak memory, step time and gradients per segmentation; recommend one",
         description="For each MODEL, measure one training step (forward + loss + backward) "
-        "plainly, with equal segment counts (1, 2, 4, sqrt(n), n stages) and with the "
-        "planner's choice under each budget: peak bytes, step time, recompute overhead and "
+        "plainly, with equal segment counts (1, 2, 4, sqrt(n), n stages; for an "
+        "nn.Sequential) and with the graph planner's plan under each budget: peak bytes, step "
+        "time, recompute overhead and "
         "whether every parameter's gradient equals the plain run's. Prints a table per model "
         "and recommends the fastest configuration whose measured peak fits the smallest "
         "budget (or, when none does, the least peak).",
@@ -394,7 +395,8 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=_count(1), default=3,
                    help="timed steps per configuration, the best counts (default: 3)")
     p.add_argument("--plot", metavar="FILE.png",
-                   help="draw peak memory against step time, one point per configuration "
+                   help="draw peak memory against step time, one point per configuration, "
+                   "and the planner's frontier: plans at ten budgets, measured and predicted "
                    '(needs matplotlib: pip install "memgrad[plot]")')
     p.add_argument("--timeline", metavar="FILE.png",
                    help="draw bytes alive over one step for the plain and the recommended run "
@@ -408,11 +410,14 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
 def _add_plan(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan",
-        help="print the planner's segmentation of a model under a budget",
-        description="Profile each stage of MODEL once and print the segmentation with the "
-        "least recomputation whose predicted peak fits --budget (the least peak without one): "
-        "segments, boundaries, sizes, the predicted peak and extra time, and the plain "
-        "step's measured peak for reference.",
+        help="print which values of a model's step are kept and which recomputed under a "
+        "budget",
+        description="Profile one forward of MODEL op by op and print the plan with the least "
+        "recomputation whose predicted peak fits --budget (the least peak without one): per "
+        "module path, the values backward reads that are kept and that are recomputed, with "
+        "their bytes and the recompute time; the levels of recomputation, the predicted peak "
+        "and extra time, and the plain step's measured peak for reference. MODEL may be any "
+        "nn.Module, not only an nn.Sequential.",
         epilog=SIZE_HELP + "; a percentage is of the plain step's peak.",
     )
     p.add_argument("model", metavar="MODEL", help=MODEL_HELP)

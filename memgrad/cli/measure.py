@@ -22,7 +22,7 @@ import numpy as np
 
 import memgrad as mg
 from memgrad import nn
-from memgrad.checkpoint import Plan, checkpoint_sequential
+from memgrad.checkpoint import Plan, SegmentPlan, checkpoint_sequential
 from memgrad.memory import TimelineEntry
 
 __all__ = [
@@ -30,7 +30,7 @@ __all__ = [
     "clear_grads", "measure_step", "time_step", "compare_grads",
 ]
 
-Segments = int | Plan | None
+Segments = int | SegmentPlan | Plan | None
 
 
 @dataclass
@@ -72,8 +72,9 @@ def run_step(
     segments: Segments,
 ) -> float:
     """Forward, loss and backward once, leaving the gradients in ``.grad``; ``segments`` is
-    ``None`` for the plain model, else a segment count or a ``Plan`` for
-    ``checkpoint_sequential``. Returns the loss.
+    ``None`` for the plain model, a segment count or a ``SegmentPlan`` for
+    ``checkpoint_sequential``, or a graph ``Plan`` (applied to the model). Returns the
+    loss.
 
     Example:
         >>> from memgrad.models import mlp
@@ -81,7 +82,11 @@ def run_step(
         >>> run_step(model, x, loss_fn, 2) > 0
         True
     """
-    out = model(x) if segments is None else checkpoint_sequential(model, segments, x)
+    if isinstance(segments, Plan):
+        with segments.apply(model):
+            out = model(x)
+    else:
+        out = model(x) if segments is None else checkpoint_sequential(model, segments, x)
     loss = loss_fn(out)
     del out  # the graph keeps what backward needs; nothing else should outlive the forward
     loss.backward()

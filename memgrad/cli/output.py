@@ -181,7 +181,9 @@ def _place_labels(fig: Any, ax: Any, points: Sequence[Point]) -> None:
 
 
 def plot_tradeoff(
-    path: Path, panels: Sequence[tuple[str, Sequence[Point], Sequence[tuple[str, int]]]]
+    path: Path, panels: Sequence[tuple[str, Sequence[Point], Sequence[tuple[str, int]]]],
+    frontiers: Sequence[Sequence[tuple[int, float]]] = (),
+    predicted: Sequence[Sequence[tuple[int, float]]] = (),
 ) -> None:
     """Draw peak memory against step time, one labelled point per configuration and one
     panel per model, with the budgets as dashed lines, and save it as a PNG.
@@ -189,6 +191,9 @@ def plot_tradeoff(
     Args:
         path: the file to write.
         panels: ``(title, points, budgets)`` per model; ``budgets`` are ``(label, bytes)``.
+        frontiers: per panel, measured ``(peak bytes, seconds)`` of plans over many
+            budgets, drawn as a line (the planner's memory/time frontier).
+        predicted: per panel, the predicted ``(budget bytes, seconds)`` frontier, dashed.
 
     Example:
         >>> plot_tradeoff(Path("tradeoff.png"), [("mlp", [Point("plain", 0.01, 10**6)], [])])
@@ -198,8 +203,18 @@ def plot_tradeoff(
     fig, axes = plt.subplots(
         1, len(panels), figsize=(6.4 * len(panels), 4.8), squeeze=False, layout="constrained"
     )
-    for ax, (title, points, budgets) in zip(axes[0], panels):
+    for i, (ax, (title, points, budgets)) in enumerate(zip(axes[0], panels)):
         _budget_lines(ax, budgets)
+        line = sorted(frontiers[i]) if i < len(frontiers) else []
+        if line:
+            ax.plot([t * 1e3 for _, t in line], [b / MB for b, _ in line], "-o", ms=3,
+                    color="tab:orange", zorder=2, label="graph plans, measured")
+        guess = predicted[i] if i < len(predicted) else []
+        if guess:
+            ax.step([t * 1e3 for _, t in guess], [b / MB for b, _ in guess], "--",
+                    where="post", color="tab:green", zorder=1, label="graph plans, predicted")
+        if line or guess:
+            ax.legend(loc="upper right", fontsize=8)
         for p in points:
             ax.scatter(p.seconds * 1e3, p.peak / MB, s=70 if p.highlight else 30,
                        color="tab:red" if p.highlight else "tab:blue", zorder=3,

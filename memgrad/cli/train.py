@@ -58,7 +58,9 @@ from rich.text import Text
 import memgrad as mg
 import memgrad.distributed as dist
 from memgrad import nn
-from memgrad.checkpoint import CheckpointedSequential, Plan, plan, plan_from_profile
+from memgrad.checkpoint import Plan
+from memgrad.checkpoint.graph_plan import plan_from_graph_profile
+from memgrad.checkpoint.graph_profile import profile_graph
 from memgrad.cli.measure import accounting, compare_grads, measure_step, time_step
 from memgrad.cli.output import CliError, check_writable, console, first_line
 from memgrad.cli.saved import MODEL_KEYS, load_run, save_run, saved_model
@@ -204,28 +206,69 @@ def generate(
 
 
 def _choose_plan(
-    stages: list[nn.Module], x: mg.Tensor, budget_text: str | None, plain_peak: int, out: Console
+    model: nn.Module, x: mg.Tensor, y: mg.Tensor, budget_text: str | None, plain_peak: int,
+    out: Console,
 ) -> Plan:
-    """The plan under ``--budget`` (default: half the plain peak). An impossible ``--budget``
+    """The graph plan under ``--budget`` (default: half the plain peak), made in the state
+    the loop trains in (gradients set to None before each step). An impossible ``--budget``
     is an error; an impossible default falls back to the least peak, and says so."""
     budget = parse_size(budget_text or "50%", PERCENT_OF).resolve(plain_peak)
+    graph = profile_graph(model, (x,), lm_loss(y), repeats=2, cleared_grads=True)
     try:
-        return plan(stages, x, budget)
+        return plan_from_graph_profile(graph, budget)
     except PlanError:
-        least = plan(stages, x)
+        least = plan_from_graph_profile(graph)
     if budget_text is not None:
         raise CliError(
-            f"no segmentation fits --budget {budget_text} ({format_bytes(budget)}, {budget:,} "
+            f"no schedule fits --budget {budget_text} ({format_bytes(budget)}, {budget:,} "
             f"bytes); the smallest feasible budget for this model is "
             f"{format_bytes(least.predicted_peak)} ({least.predicted_peak:,} bytes): pass "
             f"--budget {size_at_least(least.predicted_peak)} or more, or shrink --batch or --seq"
         )
     out.print(
-        f"half the plain peak ({format_bytes(budget)}) is less than any segmentation needs; "
+        f"half the plain peak ({format_bytes(budget)}) is less than any schedule needs; "
         f"using the smallest feasible budget, {format_bytes(least.predicted_peak)}",
         style="yellow",
     )
-    return plan_from_profile(least.profiles, least.predicted_peak)
+    return least
+
+
+def _plan_on_ranks(model: nn.Module, x: mg.Tensor, y: mg.Tensor, budget_text: str | None,
+                   out: Console) -> Plan:
+    """NOTE [ Data-parallel train ] step 1: rank 0 measures the plain step (its peak sets
+    the default budget) and checks the budget, so that an impossible one is reported once;
+    then every rank plans its own run (a plan holds the model's tensors)."""
+    rank = dist.rank()
+    plain_peak = measure_step(model, x, lm_loss(y), None).peak if rank == 0 else None
+    plain_peak = dist.broadcast_object(plain_peak, src=0)
+    failed: CliError | None = None
+    chosen: Plan | None = None
+    if rank == 0:
+        try:
+            chosen = _choose_plan(model, x, y, budget_text, plain_peak, out)
+        except CliError as e:
+            failed = e
+    failed = dist.broadcast_object(failed, src=0)
+    if failed is not None:
+        raise failed
+    if chosen is None:
+        chosen = _choose_plan(model, x, y, budget_text, plain_peak, out)
+    budget = chosen.budget_bytes or chosen.predicted_peak
+    out.print(
+        f"plain step peak {format_bytes(plain_peak)}; plan: {_describe(chosen)}, predicted "
+        f"peak {format_bytes(chosen.predicted_peak)} (budget {format_bytes(budget)}), "
+        f"predicted recompute {chosen.predicted_extra_seconds * 1e3:.0f} ms per step"
+    )
+    return chosen
+
+
+def _describe(chosen: Plan) -> str:
+    """The plan in a few words: stages, levels of recomputation, kept and recomputed bytes."""
+    rows = chosen.rows()
+    levels = chosen.depth - 1
+    return (f"{chosen.stages} stages, {levels} level{'s' if levels != 1 else ''} of "
+            f"recompute; {format_bytes(sum(r.kept_bytes for r in rows))} kept, "
+            f"{format_bytes(sum(r.recomputed_bytes for r in rows))} recomputed")
 
 
 def _shard_batches(sampler: DistributedSampler, batch: int,
@@ -253,10 +296,10 @@ def _train(
     accounting must be on (``accounting()``), so that tracking each step costs little.
     Every rank runs it (NOTE [ Data-parallel train ])."""
     world = dist.world_size()
-    # DDP averages the gradients of a backward that follows a forward through it, so the
-    # checkpointed model is a Module
-    net = DistributedDataParallel(CheckpointedSequential(model, chosen),
-                                  gradient_as_bucket_view=True)
+    # DDP averages the gradients of a backward that follows a forward through it; the plan
+    # runs inside, in the model's own forward
+    net = DistributedDataParallel(model, gradient_as_bucket_view=True)
+    handle = chosen.apply(model)
     opt = mg.optim.AdamW(model.parameters(), lr=args.lr)
     done = 0
     if run is not None:  # NOTE [ Train run file ]: everything continues from its step
@@ -305,6 +348,7 @@ def _train(
                     f"peak {format_bytes(trace.peak_above_start)}"
                 )
     opt.zero_grad()
+    handle.remove()
     return losses, opt
 
 
@@ -322,13 +366,13 @@ def _compare(
         plain_s = min(plain_s, time_step(model, x, loss_fn, None))
         planned_s = min(planned_s, time_step(model, x, loss_fn, chosen))
     table = Table(title="one step (forward + loss + backward), same batch and weights")
-    for name in ("step", "segments", "peak", "predicted", "time", "gradients"):
-        table.add_column(name, justify="left" if name in ("step", "gradients") else "right",
-                         no_wrap=True)
-    table.add_row("plain", "1", format_bytes(plain.peak), "-", f"{plain_s * 1e3:.0f} ms",
-                  "reference")
+    for name in ("step", "plan", "peak", "predicted", "time", "gradients"):
+        table.add_column(name, justify="left" if name in ("step", "plan", "gradients")
+                         else "right", no_wrap=name != "plan")
+    table.add_row("plain", "all kept", format_bytes(plain.peak), "-",
+                  f"{plain_s * 1e3:.0f} ms", "reference")
     table.add_row(
-        "planned", str(chosen.segments),
+        "planned", _describe(chosen),
         f"{format_bytes(planned.peak)} ({100 * planned.peak / plain.peak:.0f}%)",
         format_bytes(chosen.predicted_peak),
         f"{planned_s * 1e3:.0f} ms ({100 * (planned_s / plain_s - 1):+.0f}%)",
@@ -574,28 +618,10 @@ def _run_train(args: argparse.Namespace) -> int:
     x0, y0 = sample_batch(train_tokens, args.batch, args.seq, rng)
     xh, yh = sample_batch(held_out, args.batch, args.seq, np.random.default_rng(args.seed + 1))
     with accounting():
-        chosen: Plan | CliError | None = None
-        if rank == 0:  # NOTE [ Data-parallel train ] step 1
-            # the plain step's peak sets the default budget; the plan is made in the state
-            # the loop trains in (gradients set to None before each step)
-            plain = measure_step(model, x0, lm_loss(y0), None)
-            try:
-                chosen = _choose_plan(stages, x0, args.budget, plain.peak, out)
-            except CliError as e:
-                chosen = e
-            else:
-                out.print(
-                    f"plain step peak {format_bytes(plain.peak)}; plan: {chosen.segments} "
-                    f"segments of sizes {chosen.sizes}, predicted peak "
-                    f"{format_bytes(chosen.predicted_peak)} (budget "
-                    f"{format_bytes(chosen.budget_bytes)}), predicted recompute "
-                    f"{chosen.predicted_extra_seconds * 1e3:.0f} ms per step"
-                )
-                with mg.no_grad():
-                    held_before = lm_loss(yh)(model(xh)).item()
-        chosen = dist.broadcast_object(chosen, src=0)  # it pickles
-        if isinstance(chosen, CliError):
-            raise chosen
+        chosen = _plan_on_ranks(model, x0, y0, args.budget, out)
+        if rank == 0:
+            with mg.no_grad():
+                held_before = lm_loss(yh)(model(xh)).item()
         losses, opt = _train(model, chosen, train_tokens, args, out, run)
     rng_after = mg.get_rng_state()
     if rank != 0:

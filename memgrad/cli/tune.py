@@ -20,8 +20,16 @@ from typing import Any
 
 from rich.table import Table
 
-from memgrad import nn
-from memgrad.checkpoint import Plan, StageProfile, plan_from_profile, predict, profile
+from memgrad.checkpoint import (
+    Plan,
+    SegmentPlan,
+    StageProfile,
+    plan_from_profile,
+    predict,
+    profile,
+)
+from memgrad.checkpoint.graph_plan import plan_from_graph_profile
+from memgrad.checkpoint.graph_profile import GraphProfile, profile_graph
 from memgrad.checkpoint.sequential import segment_bounds
 from memgrad.cli.measure import (
     StepResult,
@@ -61,6 +69,8 @@ __all__ = [
     "sweep",
     "plain_step",
     "choose_plan",
+    "choose_graph_plan",
+    "graph_profile",
     "run_tune",
     "run_plan",
 ]
@@ -70,8 +80,9 @@ PERCENT_OF = "the plain step's peak"
 
 @dataclass
 class Config:
-    """One configuration of a sweep and what was measured for it. ``bounds`` is ``None`` for
-    a plan whose budget no segmentation fits (``smallest_feasible`` then says what would)."""
+    """One configuration of a sweep and what was measured for it: the plain step, an equal
+    segment count (``bounds``), or a graph plan under a budget (``plan``; None with
+    ``smallest_feasible`` set when no schedule fits)."""
 
     name: str
     kind: str  # "plain", "equal" or "plan"
@@ -86,11 +97,23 @@ class Config:
     smallest_feasible: int | None = None
     timeline: list[TimelineEntry] = field(default_factory=list, repr=False)
     start_bytes: int = 0
+    plan: Plan | None = field(default=None, repr=False)  # a graph plan's
+
+    @property
+    def key(self) -> tuple:
+        """What two configurations that run alike share."""
+        if self.plan is not None:
+            return ("plan", tuple(self.plan.actions))
+        return tuple(self.bounds or ())
 
     @property
     def measured(self) -> bool:
         """Whether the configuration ran (an infeasible plan does not)."""
         return self.peak is not None
+
+    @property
+    def feasible(self) -> bool:
+        return self.bounds is not None or self.plan is not None
 
     @property
     def grads_match(self) -> bool:
@@ -104,9 +127,10 @@ class Config:
             "kind": self.kind,
             "segments": None if self.bounds is None else len(self.bounds),
             "bounds": self.bounds,
+            "levels": None if self.plan is None else self.plan.depth - 1,
             "budget": self.budget,
             "budget_bytes": self.budget_bytes,
-            "feasible": self.bounds is not None,
+            "feasible": self.feasible,
             "smallest_feasible_bytes": self.smallest_feasible,
             "predicted_peak_bytes": self.predicted_peak,
             "predicted_extra_seconds": self.predicted_extra_seconds,
@@ -130,6 +154,9 @@ class TuneResult:
     budgets: list[tuple[str, int]]
     recommended: Config
     rule: str
+    frontier: list[tuple[int, float]] = field(default_factory=list)  # measured (peak, s)
+    # the chain program's least predicted step time at each budget: (budget, s)
+    predicted_frontier: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def plain(self) -> Config:
@@ -153,6 +180,7 @@ class TuneResult:
             "configurations": [c.to_json(self.plain.seconds) for c in self.configs],
             "recommended": self.recommended.name,
             "rule": self.rule,
+            "frontier": [{"peak_bytes": b, "seconds": t} for b, t in self.frontier],
         }
 
 
@@ -188,7 +216,7 @@ def plain_step(workload: Workload, in_place: bool = False) -> StepResult:
 
 def choose_plan(
     profiles: Sequence[StageProfile], budget: int, model: str, plain_peak: int
-) -> Plan:
+) -> SegmentPlan:
     """``plan_from_profile`` under ``budget``, with a ``CliError`` naming the smallest
     feasible budget when none fits.
 
@@ -210,13 +238,42 @@ def choose_plan(
         ) from None
 
 
+def graph_profile(workload: Workload, in_place: bool, repeats: int = 3) -> GraphProfile:
+    """The graph planner's profile of ``workload`` in the gradients' regime, with any failure
+    of the user's model turned into a ``CliError``."""
+    try:
+        return profile_graph(workload.model, (workload.input,), workload.loss_fn, repeats,
+                             cleared_grads=not in_place)
+    except PlanError as e:
+        raise CliError(f"cannot plan {workload.name}: {first_line(e)}") from None
+
+
+def choose_graph_plan(
+    profile: GraphProfile, budget: int | None, model: str, plain_peak: int
+) -> Plan:
+    """``plan_from_graph_profile`` under ``budget`` (None: the least peak), with a
+    ``CliError`` naming the smallest feasible budget when none fits."""
+    try:
+        return plan_from_graph_profile(profile, budget)
+    except PlanError:
+        least = plan_from_graph_profile(profile).predicted_peak
+        raise CliError(
+            f"no schedule of {model} fits a budget of {format_bytes(budget or 0)} "
+            f"({budget:,} bytes); the smallest feasible budget is {format_bytes(least)} "
+            f"({least:,} bytes, {100 * least / plain_peak:.0f}% of the plain peak): pass "
+            f"--budget {size_at_least(least)} or more"
+        ) from None
+
+
 def sweep(
-    workload: Workload, budgets: Sequence[Size], repeats: int = 3, in_place: bool = False
+    workload: Workload, budgets: Sequence[Size], repeats: int = 3, in_place: bool = False,
+    frontier: bool = False,
 ) -> TuneResult:
-    """Measure one step of ``workload`` plainly, with each of ``equal_counts`` and with the
-    planner's choice under each budget (a percentage is of the plain peak). Each measured
-    configuration runs once under the tracker (peak, timeline, gradients) and ``repeats``
-    times untracked (best time).
+    """Measure one step of ``workload`` plainly, with each of ``equal_counts`` (an
+    ``nn.Sequential``'s) and with the graph planner's plan under each budget (a percentage
+    is of the plain peak); with ``frontier``, also plans at ten budgets from the least
+    feasible to the plain peak. Each measured configuration runs once under the tracker
+    (peak, timeline, gradients) and ``repeats`` times untracked (best time).
 
     Example:
         >>> r = sweep(load_workload("mlp"), [parse_size("64MB")], repeats=1)
@@ -227,58 +284,95 @@ def sweep(
     n = len(workload.stages)
     with accounting():  # one scan of live objects for all the tracked runs
         plain_result = plain_step(workload, in_place)
-        profiles = profile(workload.stages, x)  # follows the gradients' state (in_place)
+        # the segment profile follows the gradients' state (in_place)
+        profiles = profile(workload.stages, x) if workload.sequential else None
+        graph = graph_profile(workload, in_place, repeats)
         resolved = [(str(b), b.resolve(plain_result.peak)) for b in budgets]
-        runs = _configurations(profiles, resolved)
+        runs = _configurations(profiles, graph, resolved, n)
+        frontier_plans = _frontier_plans(graph, plain_result.peak) if frontier else []
         # tracked runs first (peak, timeline, gradients), then the timed runs round-robin,
         # so that a change in the machine's load falls on every configuration alike
-        first: dict[tuple[tuple[int, int], ...], Config] = {}
-        timed: list[tuple[Config, int | Plan | None]] = []
+        first: dict[tuple, Config] = {}
+        timed: list[tuple[Config, Any]] = []
         for c, segments in runs:
-            if c.bounds is None or tuple(c.bounds) in first:
+            if not c.feasible or c.key in first:
                 continue
-            first[tuple(c.bounds)] = c
+            first[c.key] = c
             result = (plain_result if segments is None
                       else measure_step(model, x, loss_fn, segments, in_place))
             c.peak, c.timeline, c.start_bytes = result.peak, result.timeline, result.start_bytes
             c.grad_diff = compare_grads(plain_result.grads, result.grads)
             c.seconds = float("inf")
             timed.append((c, segments))
+        points = []
+        for p in frontier_plans:
+            points.append([measure_step(model, x, loss_fn, p, in_place).peak, float("inf"), p])
     for _ in range(repeats):
         for c, segments in timed:
             c.seconds = min(c.seconds, time_step(model, x, loss_fn, segments, in_place))
+        for point in points:
+            point[1] = min(point[1], time_step(model, x, loss_fn, point[2], in_place))
     for c, _ in runs:
-        done = first.get(tuple(c.bounds or ()))
-        if done is not None and done is not c:  # the same segmentation under another name
+        done = first.get(c.key)
+        if c.feasible and done is not None and done is not c:  # the same run, another name
             c.peak, c.seconds, c.grad_diff = done.peak, done.seconds, done.grad_diff
             c.timeline, c.start_bytes = done.timeline, done.start_bytes
 
     configs = [c for c, _ in runs]
     recommended, rule = _recommend([c for c in configs if c.measured], resolved)
-    return TuneResult(workload.name, workload.title, n, configs, resolved, recommended, rule)
+    predicted = []
+    if frontier:
+        top = plan_from_graph_profile(graph, plain_result.peak)
+        predicted = [(b, plain_result_seconds(timed) + extra) for b, extra in top.frontier]
+    return TuneResult(workload.name, workload.title, n, configs, resolved, recommended, rule,
+                      [(peak, seconds) for peak, seconds, _ in points], predicted)
+
+
+def plain_result_seconds(timed: list[tuple[Config, Any]]) -> float:
+    """The plain configuration's best time among the timed ones."""
+    return next(c.seconds for c, segments in timed if c.kind == "plain")
+
+
+def _frontier_plans(graph: GraphProfile, plain_peak: int, count: int = 10) -> list[Plan]:
+    """Graph plans at ``count`` budgets from the least feasible to the plain peak."""
+    least = plan_from_graph_profile(graph).predicted_peak
+    plans: dict[tuple, Plan] = {}
+    for i in range(count):
+        budget = int(least + (plain_peak - least) * i / (count - 1))
+        try:
+            p = plan_from_graph_profile(graph, budget)
+        except PlanError:
+            continue
+        plans.setdefault(tuple(p.actions), p)
+    return list(plans.values())
 
 
 def _configurations(
-    profiles: list[StageProfile], budgets: list[tuple[str, int]]
-) -> list[tuple[Config, int | Plan | None]]:
-    """Each configuration of a sweep, with its predictions and what ``checkpoint_sequential``
-    takes for it (``None``: the plain model, or an infeasible plan)."""
-    n = len(profiles)
-    runs: list[tuple[Config, int | Plan | None]] = [(Config("plain", "plain", [(0, n)]), None)]
-    for k in equal_counts(n)[1:]:
-        runs.append((Config(f"{k} segments", "equal", segment_bounds(n, k)), k))
+    profiles: list[StageProfile] | None, graph: GraphProfile, budgets: list[tuple[str, int]],
+    n: int,
+) -> list[tuple[Config, Any]]:
+    """Each configuration of a sweep, with its predictions and what ``run_step`` takes for
+    it (``None``: the plain model, or an infeasible plan)."""
+    runs: list[tuple[Config, Any]] = [(Config("plain", "plain", [(0, n)]), None)]
+    if profiles is not None:
+        for k in equal_counts(n)[1:]:
+            runs.append((Config(f"{k} segments", "equal", segment_bounds(n, k)), k))
+        for c, _ in runs:
+            c.predicted_peak, c.predicted_extra_seconds = predict(profiles, c.bounds)
+    else:
+        runs[0][0].predicted_peak = plan_from_graph_profile(graph, 1 << 62).predicted_plain_peak
+        runs[0][0].predicted_extra_seconds = 0.0
     for text, nbytes in budgets:
         name = f"plan <= {text}"
         try:
-            p = plan_from_profile(profiles, nbytes)
+            p = plan_from_graph_profile(graph, nbytes)
         except PlanError:
-            least = plan_from_profile(profiles).predicted_peak
+            least = plan_from_graph_profile(graph).predicted_peak
             runs.append((Config(name, "plan", None, text, nbytes, smallest_feasible=least), None))
             continue
-        runs.append((Config(name, "plan", p.bounds, text, nbytes), p))
-    for c, _ in runs:
-        if c.bounds is not None:
-            c.predicted_peak, c.predicted_extra_seconds = predict(profiles, c.bounds)
+        c = Config(name, "plan", None, text, nbytes, p.predicted_peak,
+                   p.predicted_extra_seconds, plan=p)
+        runs.append((c, p))
     return runs
 
 
@@ -324,21 +418,27 @@ def _table(result: TuneResult) -> Table:
         caption_justify="left",
     )
     for name, justify in (
-        ("configuration", "left"), ("segments", "right"), ("cuts at", "left"),
+        ("configuration", "left"), ("segments", "right"), ("cuts at / levels", "left"),
         ("peak (of plain)", "right"), ("predicted", "right"), ("step time (overhead)", "right"),
         ("grads", "left"),
     ):
         table.add_column(name, justify=justify, min_width=5, no_wrap=name == "configuration")
     for c in result.configs:
-        if c.bounds is None:
+        if not c.feasible:
             table.add_row(c.name, "-", "none fits", "-",
                           f"least {format_bytes(c.smallest_feasible)}", "-", "-", style="dim")
             continue
         overhead = "" if c is plain else f" ({100 * (c.seconds / plain.seconds - 1):+.0f}%)"
+        if c.plan is not None:
+            levels = c.plan.depth - 1
+            shape = (f"{c.plan.stages} stages", f"{levels} level{'s' if levels != 1 else ''} of "
+                     "recompute")
+        else:
+            assert c.bounds is not None
+            shape = (str(len(c.bounds)), _cuts(c.bounds))
         table.add_row(
             c.name,
-            str(len(c.bounds)),
-            _cuts(c.bounds),
+            *shape,
             f"{format_bytes(c.peak)} ({100 * c.peak / plain.peak:.0f}%)",
             format_bytes(c.predicted_peak),
             f"{c.seconds * 1e3:.1f} ms{overhead}",
@@ -349,10 +449,10 @@ def _table(result: TuneResult) -> Table:
 
 
 def _points(result: TuneResult) -> list[Point]:
-    """One point per distinct segmentation, named after every configuration that has it."""
-    names: dict[tuple[tuple[int, int], ...], list[Config]] = {}
+    """One point per distinct configuration, named after every configuration that has it."""
+    names: dict[tuple, list[Config]] = {}
     for c in result.measured:
-        names.setdefault(tuple(c.bounds), []).append(c)
+        names.setdefault(c.key, []).append(c)
     return [
         Point(" = ".join(c.name for c in same), same[0].seconds, same[0].peak,
               any(c is result.recommended for c in same))
@@ -380,7 +480,7 @@ def run_tune(args: argparse.Namespace) -> int:
             out.print(f"measuring {w.title}: one training step (forward + loss + backward, "
                       f"{grads}) per configuration, best of {args.repeats} timed...",
                       style="dim")
-        result = sweep(w, budgets, args.repeats, in_place)
+        result = sweep(w, budgets, args.repeats, in_place, frontier=bool(plot))
         results.append(result)
         if not args.json:
             out.print(_table(result))
@@ -388,7 +488,7 @@ def run_tune(args: argparse.Namespace) -> int:
         plot_tradeoff(plot, [
             (f"{r.model}: peak memory against step time", _points(r), r.budgets)
             for r in results
-        ])
+        ], [r.frontier for r in results], [r.predicted_frontier for r in results])
     if timeline:
         plot_timelines(timeline, [
             (f"{r.model}: bytes alive during one step",
@@ -407,24 +507,6 @@ def run_tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(stage: Any) -> str:
-    """A stage's layer types: ``Linear+ReLU`` for an ``nn.Sequential`` of them."""
-    if isinstance(stage, nn.Sequential):
-        return "+".join(type(child).__name__ for child in stage)
-    return type(stage).__name__
-
-
-def _runs(names: list[str]) -> list[tuple[str, int]]:
-    """Consecutive equal names counted: ``[a, a, b]`` -> ``[(a, 2), (b, 1)]``."""
-    runs: list[tuple[str, int]] = []
-    for name in names:
-        if runs and runs[-1][0] == name:
-            runs[-1] = (name, runs[-1][1] + 1)
-        else:
-            runs.append((name, 1))
-    return runs
-
-
 def run_plan(args: argparse.Namespace) -> int:
     """The ``memgrad plan`` command. Returns the exit status."""
     try:
@@ -432,53 +514,57 @@ def run_plan(args: argparse.Namespace) -> int:
     except SizeError as e:
         raise CliError(f"--budget: {e}") from None
     w = load_workload(args.model, args.size)
+    in_place = args.grads == "in-place"
     with accounting():
-        plain = plain_step(w, args.grads == "in-place")
-        profiles = profile(w.stages, w.input)
-    if budget is None:
-        p = plan_from_profile(profiles)
-    else:
-        p = choose_plan(profiles, budget.resolve(plain.peak), w.name, plain.peak)
+        plain = plain_step(w, in_place)
+        graph = graph_profile(w, in_place)
+    nbytes = None if budget is None else budget.resolve(plain.peak)
+    p = choose_graph_plan(graph, nbytes, w.name, plain.peak)
+    rows = p.rows()  # in forward order
     if args.json:
         print(json.dumps({
             "model": w.name,
-            "stages": len(w.stages),
+            "ops": len(graph.ops),
+            "stages": p.stages,
+            "levels": p.depth - 1,
             "plain_peak_bytes": plain.peak,
             "budget": None if budget is None else str(budget),
             "budget_bytes": p.budget_bytes,
-            "segments": p.segments,
-            "sizes": p.sizes,
-            "bounds": p.bounds,
             "predicted_peak_bytes": p.predicted_peak,
+            "predicted_plain_peak_bytes": p.predicted_plain_peak,
             "predicted_extra_seconds": p.predicted_extra_seconds,
+            "predicted_step_seconds": p.predicted_step_seconds,
+            "modules": [{"path": r.path, "kept": r.kept, "kept_bytes": r.kept_bytes,
+                         "recomputed": r.recomputed, "recomputed_bytes": r.recomputed_bytes,
+                         "recompute_seconds": r.recompute_seconds} for r in rows],
         }, indent=2))
         return 0
     out = console()
-    names = [_describe(s) for s in w.stages]
     budget_text = ("none (the least peak)" if budget is None
-                   else f"{budget} = {format_bytes(p.budget_bytes)} ({p.budget_bytes:,} bytes)")
-    out.print(f"memgrad plan {w.title}: {len(names)} stages")
+                   else f"{budget} = {format_bytes(nbytes)} ({nbytes:,} bytes)")
+    out.print(f"memgrad plan {w.title}: {len(graph.ops)} ops in {p.stages} stages")
     out.print(f"plain step peak (measured): {format_bytes(plain.peak)} ({plain.peak:,} bytes)")
     out.print(f"budget: {budget_text}")
-    table = Table(title=f"plan: {p.segments} segments, sizes {p.sizes}")
-    for name, justify in (("segment", "right"), ("stages", "left"), ("layers", "left"),
-                          ("checkpointed", "left")):
-        table.add_column(name, justify=justify)
-    for i, (s, e) in enumerate(p.bounds):
-        layers = ", ".join(
-            name if count == 1 else f"{count} x {name}"
-            for name, count in _runs(names[s:e])
-        )
-        span = str(s) if e == s + 1 else f"{s}-{e - 1}"
-        table.add_row(str(i), span, layers, "yes" if i < p.segments - 1 else "no")
+    levels = p.depth - 1
+    table = Table(title=f"values backward reads, by module: {levels} level"
+                  f"{'s' if levels != 1 else ''} of recomputation")
+    for name, justify in (("module", "left"), ("kept", "right"), ("kept bytes", "right"),
+                          ("recomputed", "right"), ("recomputed bytes", "right"),
+                          ("recompute time", "right")):
+        table.add_column(name, justify=justify, no_wrap=name == "module")
+    for r in rows:
+        if r.kept + r.recomputed == 0 and r.recompute_seconds == 0:
+            continue
+        table.add_row(r.path, str(r.kept), format_bytes(r.kept_bytes), str(r.recomputed),
+                      format_bytes(r.recomputed_bytes), f"{r.recompute_seconds * 1e3:.2f} ms")
     out.print(table)
-    out.print(f"cuts at: {[s for s, _ in p.bounds[1:]]}")
     out.print(
         f"predicted peak: {format_bytes(p.predicted_peak)} ({p.predicted_peak:,} bytes, "
         f"{100 * p.predicted_peak / plain.peak:.0f}% of the plain peak)"
     )
     out.print(
-        f"predicted extra time: {p.predicted_extra_seconds * 1e3:.1f} ms per step "
-        "(the checkpointed segments' forward, run again in backward)"
+        f"predicted extra time: {p.predicted_extra_seconds * 1e3:.1f} ms per step (values "
+        "rebuilt in backward), a step of "
+        f"{p.predicted_step_seconds * 1e3:.1f} ms"
     )
     return 0

@@ -1,6 +1,6 @@
 """What ``memgrad tune`` and ``memgrad plan`` take as MODEL: a built-in name (``mlp``,
 ``transformer``, ``convnet``) or ``package.module:factory``, a function of no arguments that
-returns ``(model, example_input, loss_fn)`` with ``model`` an ``nn.Sequential``.
+returns ``(model, example_input, loss_fn)`` with ``model`` an ``nn.Module``.
 
 Example:
     >>> w = load_workload("mlp")
@@ -31,6 +31,7 @@ SIZES: dict[str, dict[str, dict[str, int]]] = {
         "mlp": dict(depth=16, width=256, batch=512),
         "transformer": dict(blocks=4, d_model=64, heads=4, seq=32, batch=8),
         "convnet": dict(layers=8, channels=16, size=16, batch=8),
+        "gpt": dict(blocks=4, d_model=64, heads=4, seq=32, batch=8),
     },
     "bench": {name: {} for name in BUILTIN},
 }
@@ -44,7 +45,7 @@ class Workload:
     """A model cut into stages, an example input, and the loss of the model's output."""
 
     name: str
-    model: nn.Sequential
+    model: nn.Module
     input: mg.Tensor
     loss_fn: Callable[[mg.Tensor], mg.Tensor]
     size: str | None = None  # the SIZES entry of a built-in model; None for a factory
@@ -55,9 +56,14 @@ class Workload:
         return self.name if self.size is None else f"{self.name} ({self.size})"
 
     @property
+    def sequential(self) -> bool:
+        """Whether the model is an ``nn.Sequential`` (equal segment counts apply to it)."""
+        return isinstance(self.model, nn.Sequential)
+
+    @property
     def stages(self) -> list[nn.Module]:
-        """The stages the planner cuts between: the entries of the ``nn.Sequential``."""
-        return list(self.model)
+        """The entries of an ``nn.Sequential``; the model itself for any other Module."""
+        return list(self.model) if self.sequential else [self.model]
 
 
 def load_workload(spec: str, size: str = "small") -> Workload:
@@ -67,7 +73,7 @@ def load_workload(spec: str, size: str = "small") -> Workload:
 
     Raises:
         CliError: an unknown name, a module that does not import, a missing or failing
-            factory, or one that does not return ``(nn.Sequential, Tensor, callable)``;
+            factory, or one that does not return ``(nn.Module, Tensor, callable)``;
             each message names the fix.
 
     Example:
@@ -115,18 +121,18 @@ def load_workload(spec: str, size: str = "small") -> Workload:
 
 
 def _checked(name: str, result: Any, size: str | None = None) -> Workload:
-    expected = "(model, example_input, loss_fn) with model an nn.Sequential of stages"
+    expected = "(model, example_input, loss_fn) with model an nn.Module"
     if not isinstance(result, tuple) or len(result) != 3:
         got = (f"a tuple of {len(result)}" if isinstance(result, tuple)
                else type(result).__name__)
         raise CliError(f"{name} returned {got}; a factory must return {expected}")
     model, x, loss_fn = result
-    if not isinstance(model, nn.Sequential):
+    if not isinstance(model, nn.Module):
         raise CliError(
             f"{name} returned a model of type {type(model).__name__}; a factory must return "
-            f"{expected} (wrap its layers in nn.Sequential)"
+            f"{expected} (wrap a function's parameters and code in an nn.Module)"
         )
-    if len(model) == 0:
+    if isinstance(model, nn.Sequential) and len(model) == 0:
         raise CliError(f"{name} returned an empty nn.Sequential; give it at least one stage")
     if not isinstance(x, mg.Tensor):
         raise CliError(

@@ -333,7 +333,9 @@ def conv_transpose2d(
         input: (N, C_in, H, W), or (C_in, H, W) for one unbatched sample.
         weight: (C_in, C_out / groups, KH, KW).
         bias: (C_out,) or None.
-        stride, padding, dilation: an int or a pair, those of the convolution it transposes.
+        stride: an int or a pair, that of the convolution it transposes.
+        padding: an int or a pair, that of the convolution it transposes.
+        dilation: an int or a pair, that of the convolution it transposes.
         output_padding: an int or a pair smaller than ``stride``: extra rows (columns) at the
             bottom (right) of the output.
         groups: split the channels into this many independent convolutions.

@@ -70,6 +70,6 @@ def test_an_impossible_default_budget_falls_back_to_the_least_peak():
     out = Console(record=True, width=200)
     with accounting():
         # a plain peak of 100 bytes makes the default budget (half of it) impossible
-        chosen = _choose_plan(list(model), x, None, 100, out)
-    assert chosen.budget_bytes == chosen.predicted_peak > 50
+        chosen = _choose_plan(model, x, y, None, 100, out)
+    assert chosen.budget_bytes is None and chosen.predicted_peak > 50
     assert "using the smallest feasible budget" in out.export_text()
