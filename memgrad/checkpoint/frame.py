@@ -273,7 +273,7 @@ class Frame:
             return call_next(prim, args, params)
         k = self.log.forward_op(prim, args, params)
         keep = (self.chooser is not None and not prim.inplace
-                and self.chooser.keep(prim, args, params, False))
+                and self.chooser.keep(prim, args, params, False, k))
         self.current_op = k
         self.current_keep = keep
         try:
@@ -419,7 +419,7 @@ class _Recomputation(Interpreter):
         chooser = frame.chooser
         if chooser is not None and chooser.asks_in_recompute and not prim.inplace:
             self._stop_before(k, args)
-            keep = chooser.keep(prim, args, params, True)
+            keep = chooser.keep(prim, args, params, True, k)
             if keep and k not in frame.kept_ops:
                 raise extra_save_error(prim.name, k)
         else:

@@ -15,6 +15,7 @@ from typing import Any
 
 from memgrad.checkpoint.graph_profile import GraphProfile, StageInfo, profile_graph
 from memgrad.checkpoint.graph_runtime import Layout, PlanHandle, planned
+from memgrad.checkpoint.selective import IndexChooser, contexts_of
 from memgrad.checkpoint.solver import (
     SLOTS,
     ChainStage,
@@ -135,6 +136,22 @@ class Plan:
             self._kept_outputs = {v for k, op in enumerate(layout.ops) for v in op.saved
                                   if layout.keeps(k, v, layout.mode[layout.stage_of[k]])}
         return index in self._kept_outputs
+
+    def __call__(self) -> tuple[Any, Any]:
+        """The plan as a ``context_fn`` for ``checkpoint(model, x, context_fn=plan)``: a
+        selective policy that keeps the outputs the plan keeps (``keeps``) and recomputes
+        the rest, over the whole region at one level (``apply`` runs the full schedule,
+        nested recomputation included).
+
+        Example:
+            >>> import memgrad as mg
+            >>> from memgrad.checkpoint import checkpoint, plan
+            >>> model = mg.nn.Sequential(mg.nn.Linear(8, 8), mg.nn.Tanh(), mg.nn.Linear(8, 8))
+            >>> x = mg.randn(4, 8)
+            >>> p = plan(model, x)
+            >>> checkpoint(model, x, context_fn=p).sum().backward()
+        """
+        return contexts_of(IndexChooser(self.keeps, len(self.layout.ops)))
 
     def rows(self) -> list[PlanRow]:
         """Kept and recomputed bytes and recompute seconds per module path."""

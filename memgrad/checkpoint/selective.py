@@ -72,7 +72,8 @@ class Chooser:
     strict = False
     asks_in_recompute = False
 
-    def keep(self, prim: Any, args: tuple, params: dict, is_recompute: bool) -> bool:
+    def keep(self, prim: Any, args: tuple, params: dict, is_recompute: bool, k: int) -> bool:
+        """Whether to keep the output of op ``k`` (``prim`` on ``args``) of the region."""
         raise NotImplementedError
 
 
@@ -87,7 +88,7 @@ class PredicateChooser(Chooser):
             )
         self.predicate = predicate
 
-    def keep(self, prim: Any, args: tuple, params: dict, is_recompute: bool) -> bool:
+    def keep(self, prim: Any, args: tuple, params: dict, is_recompute: bool, k: int) -> bool:
         return bool(self.predicate(prim))
 
 
@@ -104,7 +105,7 @@ class PolicyChooser(Chooser):
             SelectiveCheckpointContext(is_recompute=True),
         )
 
-    def keep(self, prim: Any, args: tuple, params: dict, is_recompute: bool) -> bool:
+    def keep(self, prim: Any, args: tuple, params: dict, is_recompute: bool, k: int) -> bool:
         answer = self.policy_fn(self.contexts[is_recompute], _handle(prim.name), *args, **params)
         if isinstance(answer, bool):
             return answer
@@ -118,11 +119,27 @@ class PolicyChooser(Chooser):
         return answer in _SAVE
 
 
+class IndexChooser(Chooser):
+    """A decision per op number: ``keeps(k)`` for op ``k`` of the region (a ``Plan``'s)."""
+
+    def __init__(self, keeps: Callable[[int], bool], ops: int) -> None:
+        self.keeps = keeps
+        self.ops = ops
+
+    def keep(self, prim: Any, args: tuple, params: dict, is_recompute: bool, k: int) -> bool:
+        return k < self.ops and self.keeps(k)
+
+
+def contexts_of(chooser: Chooser) -> tuple[_SelectiveContext, _SelectiveContext]:
+    """The ``context_fn`` pair that makes a frame ask ``chooser``."""
+    return _SelectiveContext(chooser), _SelectiveContext(chooser)
+
+
 class _SelectiveContext:
     """One of the two contexts ``create_selective_checkpoint_contexts`` returns; a frame
     recognises it and asks its chooser (entering it does nothing else)."""
 
-    def __init__(self, chooser: PolicyChooser) -> None:
+    def __init__(self, chooser: Chooser) -> None:
         self.chooser = chooser
 
     def __enter__(self) -> _SelectiveContext:
@@ -209,8 +226,7 @@ def create_selective_checkpoint_contexts(
             f"got {type(policy_fn_or_list).__name__}; pass policy_fn(ctx, op, *args, **params) "
             "or a list such as [mg.ops.matmul]"
         )
-    chooser = PolicyChooser(policy_fn, strict=not allow_cache_entry_mutation)
-    return _SelectiveContext(chooser), _SelectiveContext(chooser)
+    return contexts_of(PolicyChooser(policy_fn, strict=not allow_cache_entry_mutation))
 
 
 def chooser_of(context_fn: Callable[[], Any] | None, policy: Callable | None

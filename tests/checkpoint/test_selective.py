@@ -237,3 +237,28 @@ def test_context_fn_misuse():
     with pytest.raises(RuntimeError, match="suppressed an exception raised during the "
                                            "checkpointed forward"):
         checkpoint(fails, x, context_fn=lambda: (Swallow(), contextlib.nullcontext()))
+
+
+def test_a_plan_is_a_context_fn_with_plain_gradients():
+    from memgrad.checkpoint import plan
+
+    rng = np.random.default_rng(12)
+    model = mg.nn.Sequential(mg.nn.Linear(6, 16), mg.nn.Tanh(), mg.nn.Linear(16, 16),
+                             mg.nn.GELU(), mg.nn.Linear(16, 6))
+    x = mg.tensor(rng.standard_normal((5, 6)))
+    p = plan(model, x)
+    kept = [k for k in range(len(p.layout.ops)) if p.keeps(k)]
+    assert kept  # with no budget the plan keeps outputs (the least peak is not all-recompute)
+
+    def run(fn):
+        model.zero_grad()
+        fn(x).sum().backward()
+        return [q.grad.numpy().copy() for q in model.parameters()]
+
+    ref = run(model)
+    got = run(lambda h: checkpoint(model, h, context_fn=p))
+    for a, b in zip(got, ref):
+        np.testing.assert_array_equal(a, b)
+    with_plan = backward_ops(lambda h: checkpoint(model, h, context_fn=p), x)
+    without = backward_ops(lambda h: checkpoint(model, h), x)
+    assert len(with_plan) < len(without)  # the kept outputs are not recomputed
