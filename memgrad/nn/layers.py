@@ -388,6 +388,29 @@ class Embedding(Module):
         return s if self.padding_idx is None else s + f", padding_idx={self.padding_idx}"
 
 
+def _conv_setup(module: Module, api: str, sizes: Any, in_channels: int, out_channels: int,
+                kernel_size: Any, stride: Any, padding: Any, dilation: Any, groups: int,
+                bias: bool) -> None:
+    """Check a convolution's arguments and give ``module`` its attributes and parameters
+    (uninitialised: the caller's ``reset_parameters`` fills them); ``sizes`` makes the
+    per-dimension tuples (``_pair``, ``_single``)."""
+    _check_positive(api, in_channels=in_channels, out_channels=out_channels, groups=groups)
+    if in_channels % groups or out_channels % groups:
+        raise ValueError(
+            f"{api}: in_channels ({in_channels}) and out_channels ({out_channels}) must "
+            f"both be divisible by groups ({groups})"
+        )
+    module.in_channels = in_channels
+    module.out_channels = out_channels
+    module.kernel_size = sizes(api, "kernel_size", kernel_size)
+    module.stride = sizes(api, "stride", stride)
+    module.padding = sizes(api, "padding", padding)
+    module.dilation = sizes(api, "dilation", dilation)
+    module.groups = groups
+    module.weight = Parameter(empty(out_channels, in_channels // groups, *module.kernel_size))
+    module.bias = Parameter(empty(out_channels)) if bias else None
+
+
 class Conv2d(Module):
     """2-D convolution over ``(N, C_in, H, W)`` input (cross-correlation, as in PyTorch).
 
@@ -414,22 +437,8 @@ class Conv2d(Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        _check_positive("Conv2d", in_channels=in_channels, out_channels=out_channels,
-                        groups=groups)
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(
-                f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must "
-                f"both be divisible by groups ({groups})"
-            )
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size = _pair("Conv2d", "kernel_size", kernel_size)
-        self.stride = _pair("Conv2d", "stride", stride)
-        self.padding = _pair("Conv2d", "padding", padding)
-        self.dilation = _pair("Conv2d", "dilation", dilation)
-        self.groups = groups
-        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size))
-        self.bias = Parameter(empty(out_channels)) if bias else None
+        _conv_setup(self, "Conv2d", _pair, in_channels, out_channels, kernel_size, stride,
+                    padding, dilation, groups, bias)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -604,22 +613,8 @@ class Conv1d(Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        _check_positive("Conv1d", in_channels=in_channels, out_channels=out_channels,
-                        groups=groups)
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(
-                f"Conv1d: in_channels ({in_channels}) and out_channels ({out_channels}) must "
-                f"both be divisible by groups ({groups})"
-            )
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size = _single("Conv1d", "kernel_size", kernel_size)
-        self.stride = _single("Conv1d", "stride", stride)
-        self.padding = _single("Conv1d", "padding", padding)
-        self.dilation = _single("Conv1d", "dilation", dilation)
-        self.groups = groups
-        self.weight = Parameter(empty(out_channels, in_channels // groups, self.kernel_size[0]))
-        self.bias = Parameter(empty(out_channels)) if bias else None
+        _conv_setup(self, "Conv1d", _single, in_channels, out_channels, kernel_size, stride,
+                    padding, dilation, groups, bias)
         self.reset_parameters()
 
     reset_parameters = Conv2d.reset_parameters
