@@ -79,6 +79,10 @@ class Interpreter:
     def value_read(self, t: Any, what: str) -> None:
         pass
 
+    def written(self, prim: Any, args: tuple, params: dict) -> None:
+        """An in-place op ``prim`` (its in-place variant) on ``args`` wrote its target
+        directly, with no gradient involved, so ``process`` did not see it."""
+
     def region(self, function: Callable) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
@@ -145,3 +149,8 @@ def saved(t: Any, op: Any, packed: Any) -> None:
 def value_read(t: Any, what: str) -> None:
     for interpreter in _local.stack:
         interpreter.value_read(t, what)
+
+
+def written(prim: Any, args: tuple, params: dict) -> None:
+    for interpreter in _local.stack:
+        interpreter.written(prim, args, params)

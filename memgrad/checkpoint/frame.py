@@ -395,6 +395,10 @@ class _FrameForward(Interpreter):
     def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
         return self.frame.forward_op(prim, args, params, call_next)
 
+    def written(self, prim: Any, args: tuple, params: dict) -> None:
+        if not self.frame.recomputing:
+            self.frame.log.forward_written(prim, args, params)
+
 
 class _Recomputation(Interpreter):
     """The state of one recomputation of a frame."""
@@ -407,6 +411,11 @@ class _Recomputation(Interpreter):
         self.n_ops = 0
         self.ops: list[str] = []
         self.rebuilt: dict[int, tuple[Tensor, int]] = {}
+        self.n_writes = 0
+
+    def written(self, prim: Any, args: tuple, params: dict) -> None:
+        self.frame.log.check_write(self.n_writes, prim, args, params)
+        self.n_writes += 1
 
     def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
         frame = self.frame

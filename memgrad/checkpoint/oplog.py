@@ -25,6 +25,7 @@ class OpLog:
         self.reads: dict[int, list[tuple]] = {}  # op -> [(argument position, vc, version)]
         self.params: dict[int, dict] = {}  # op -> its params, for ops with index arrays
         self._made: set[int] = set()  # ids of the outputs of the region's ops
+        self.writes: list[tuple] = []  # in-place writes no op recorded: (name, reads, params)
 
     def forward_op(self, prim: Any, args: tuple, params: dict) -> int:
         """Log the reads of the op about to run; returns its number."""
@@ -41,6 +42,39 @@ class OpLog:
                     reads = self.reads[k] = []
                 reads.append((pos, vc, vc.v))
         return k
+
+    def forward_written(self, prim: Any, args: tuple, params: dict) -> None:
+        """Log an in-place write that no op recorded (no gradient involved), in order: what
+        it reads from outside the region and its index arrays, checked in the
+        recomputation (``check_write``) as an op's are."""
+        made = self._made
+        reads = [(pos, a._version_counter(), a._version_counter().v)
+                 for pos, a in enumerate(args) if isinstance(a, Tensor) and id(a) not in made]
+        self.writes.append((prim.name, reads, prim.own_params(params)))
+
+    def check_write(self, j: int, prim: Any, args: tuple, params: dict) -> None:
+        """Before write ``j`` of a recomputation (direct, or recorded with a gradient): it
+        reads what the forward pass's write ``j`` read."""
+        if j >= len(self.writes):
+            return  # more writes than the forward pass: the determinism check's business
+        name, reads, logged = self.writes[j]
+        for pos, vc, version in reads:
+            a = args[pos] if pos < len(args) else None
+            if isinstance(a, Tensor) and a._vc is vc and vc.v != version:
+                raise CheckpointError(
+                    f"memgrad.checkpoint: the in-place {name} of the checkpointed function "
+                    f"reads a tensor of shape {a.shape} that was changed in place since the "
+                    f"forward pass (version {version} -> {vc.v}), so recomputing would give "
+                    "other activations than the forward pass did. Change it after backward, "
+                    "or pass the function a copy (.clone())."
+                )
+        if prim.array_params and not _same_arrays(logged, params):
+            raise CheckpointError(
+                f"memgrad.checkpoint: the in-place {name} of the checkpointed function indexes "
+                "with an index tensor that was changed in place since the forward pass, so "
+                "recomputing would give other activations than the forward pass did. Change "
+                "it after backward, or index with a copy (.clone())."
+            )
 
     def forward_out(self, out: Tensor) -> None:
         self._made.add(id(out))

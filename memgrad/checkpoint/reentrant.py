@@ -29,9 +29,20 @@ class ReentrantRun(Interpreter):
         self.recompute = recompute
         self.phase = "recompute" if recompute else None
         self.ops: list[str] = []
+        self.n_writes = 0
+
+    def written(self, prim: Any, args: tuple, params: dict) -> None:
+        if self.recompute:
+            self.log.check_write(self.n_writes, prim, args, params)
+            self.n_writes += 1
+        else:
+            self.log.forward_written(prim, args, params)
 
     def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
-        if prim.inplace:  # recorded only in grad mode: the forward, under no-grad, had none
+        if prim.inplace:
+            # recorded only in grad mode: in the forward, under no-grad, it was a write
+            if self.recompute:
+                self.written(prim, args, params)
             return call_next(prim, args, params)
         log = self.log
         k = len(self.ops)

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from memgrad import interpreters
 from memgrad.autograd.grad_mode import state
 from memgrad.autograd.graph import refresh_view
 from memgrad.ops import elementwise as ew
@@ -48,6 +49,8 @@ def _inplace(
             if a._base is not None and a._vc.gen != a._view_gen:
                 refresh_view(a)
     if not state.grad_enabled or not any(a._requires_grad for a in tensors):
+        if interpreters.active:  # a checkpoint's op log checks what the write reads
+            interpreters.written(prim.inplace_variant, (t,) + args, params)
         _write(api, t, direct)
         t._bump_version()
         return t

@@ -211,3 +211,23 @@ def test_an_index_tensor_changed_after_forward_is_an_error_not_a_wrong_gradient(
     with pytest.raises(mg.CheckpointError, match=r"op 1 \(getitem\) .*indexes with an index "
                                                  "tensor that was changed in place"):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True], ids=["non-reentrant", "reentrant"])
+def test_a_write_with_no_gradient_reading_a_changed_index_is_refused(use_reentrant):
+    # the write records no op (nothing it touches requires grad), but what it wrote feeds
+    # the gradient: recomputing it with the changed index would give another gradient
+    x = mg.tensor(0.5, dtype=mg.float64, requires_grad=True)
+    i = mg.tensor([0])
+
+    def region(t):
+        c = mg.zeros(2, dtype=mg.float64)
+        c[i] = 5.0
+        return (c * t * mg.tensor([1.0, 2.0], dtype=mg.float64)).sum()
+
+    y = checkpoint(region, x, use_reentrant=use_reentrant)
+    i.fill_(1)
+    with pytest.raises(mg.CheckpointError, match="in-place index_put_ of the checkpointed "
+                                                 "function indexes with an index tensor that "
+                                                 "was changed"):
+        y.backward()
