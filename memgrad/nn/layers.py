@@ -390,10 +390,11 @@ class Embedding(Module):
 
 def _conv_setup(module: Module, api: str, sizes: Any, in_channels: int, out_channels: int,
                 kernel_size: Any, stride: Any, padding: Any, dilation: Any, groups: int,
-                bias: bool) -> None:
+                bias: bool, transposed: bool = False) -> None:
     """Check a convolution's arguments and give ``module`` its attributes and parameters
     (uninitialised: the caller's ``reset_parameters`` fills them); ``sizes`` makes the
-    per-dimension tuples (``_pair``, ``_single``)."""
+    per-dimension tuples (``_pair``, ``_single``); a transposed convolution's weight is
+    ``(in_channels, out_channels // groups, *kernel_size)``."""
     _check_positive(api, in_channels=in_channels, out_channels=out_channels, groups=groups)
     if in_channels % groups or out_channels % groups:
         raise ValueError(
@@ -407,7 +408,8 @@ def _conv_setup(module: Module, api: str, sizes: Any, in_channels: int, out_chan
     module.padding = sizes(api, "padding", padding)
     module.dilation = sizes(api, "dilation", dilation)
     module.groups = groups
-    module.weight = Parameter(empty(out_channels, in_channels // groups, *module.kernel_size))
+    first, second = (in_channels, out_channels) if transposed else (out_channels, in_channels)
+    module.weight = Parameter(empty(first, second // groups, *module.kernel_size))
     module.bias = Parameter(empty(out_channels)) if bias else None
 
 
@@ -498,25 +500,12 @@ class ConvTranspose2d(Module):
     ) -> None:
         super().__init__()
         api = "ConvTranspose2d"
-        _check_positive(api, in_channels=in_channels, out_channels=out_channels, groups=groups)
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(
-                f"{api}: in_channels ({in_channels}) and out_channels ({out_channels}) must "
-                f"both be divisible by groups ({groups})"
-            )
         if padding_mode != "zeros":
             raise ValueError(f"{api}: only padding_mode='zeros' is supported, got "
                              f"{padding_mode!r}")
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size = _pair(api, "kernel_size", kernel_size)
-        self.stride = _pair(api, "stride", stride)
-        self.padding = _pair(api, "padding", padding)
+        _conv_setup(self, api, _pair, in_channels, out_channels, kernel_size, stride, padding,
+                    dilation, groups, bias, transposed=True)
         self.output_padding = _pair(api, "output_padding", output_padding)
-        self.dilation = _pair(api, "dilation", dilation)
-        self.groups = groups
-        self.weight = Parameter(empty(in_channels, out_channels // groups, *self.kernel_size))
-        self.bias = Parameter(empty(out_channels)) if bias else None
         self.reset_parameters()
 
     reset_parameters = Conv2d.reset_parameters
