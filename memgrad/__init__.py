@@ -21,7 +21,13 @@ from memgrad import (  # noqa: F401 (_kernels)
     random,
     utils,
 )
-from memgrad.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from memgrad.autograd.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from memgrad.errors import (
     CheckpointError,
     GradcheckError,
@@ -32,6 +38,7 @@ from memgrad.errors import (
 )
 from memgrad.factories import (
     arange,
+    as_tensor,
     device,
     empty,
     empty_like,
@@ -39,6 +46,8 @@ from memgrad.factories import (
     from_numpy,
     full,
     full_like,
+    is_tensor,
+    linspace,
     ones,
     ones_like,
     rand,
@@ -68,12 +77,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Tensor", "tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like",
-    "ones_like", "full_like", "empty_like", "arange", "eye", "randn", "rand", "randint",
+    "ones_like", "full_like", "empty_like", "arange", "linspace", "eye", "randn", "rand",
+    "randint",
     "randn_like", "rand_like", "randint_like", "randperm", "device", "manual_seed", "seed",
     "get_rng_state", "set_rng_state", "fork_rng", "Generator", "random", "save", "load",
     "utils", "float16", "float32", "float64", "int32", "int64", "bool_", "half", "float",
     "double", "int", "long", "bool", "linalg", "no_grad", "enable_grad",
-    "set_grad_enabled", "is_grad_enabled", "autograd", "checkpoint", "distributed", "memory",
+    "set_grad_enabled", "inference_mode", "is_grad_enabled", "as_tensor", "is_tensor",
+    "autograd", "checkpoint", "distributed", "memory",
     "jit", "nn", "ops", "optim", "MemgradError", "ShapeError", "CheckpointError",
     "GradcheckError", "PlanError", "TraceError", "__version__",
 ]

@@ -31,8 +31,9 @@ from memgrad.tensor import Tensor, default_dtype
 
 __all__ = [
     "tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
-    "full_like", "empty_like", "arange", "eye", "randn", "rand", "randint", "randn_like",
-    "rand_like", "randint_like", "randperm", "device", "check_device", "dtype_of",
+    "full_like", "empty_like", "arange", "linspace", "eye", "as_tensor", "is_tensor", "randn",
+    "rand", "randint", "randn_like", "rand_like", "randint_like", "randperm", "device",
+    "check_device", "dtype_of",
 ]
 
 # below this, no request can exceed a machine's memory worth asking about
@@ -439,6 +440,63 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
     count = max(0, math.ceil((end - start) / step))
     return _make(_alloc("arange", (count,), dtype,
                         lambda: np.arange(start, end, step, dtype=dtype)), requires_grad)
+
+
+def linspace(start: Any, end: Any, steps: int, dtype: Any = None,
+             requires_grad: bool = False, device: Any = None) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end``, both included (float32
+    unless ``dtype`` says otherwise).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.linspace(0, 1, 5)
+        tensor([0.  , 0.25, 0.5 , 0.75, 1.  ])
+    """
+    check_device(device, "linspace")
+    for name, value in (("start", start), ("end", end)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"linspace: {name} must be a number, got {type(value).__name__} "
+                            f"{value!r}; e.g. linspace(0, 1, 5)")
+    if not _is_int(steps) or steps < 0:
+        raise ValueError(f"linspace: steps must be an int >= 0, got {steps!r}; e.g. "
+                         "linspace(0, 1, 5)")
+    dtype = _dtype(dtype, "linspace") or default_dtype
+    return _make(_alloc("linspace", (steps,), dtype,
+                        lambda: np.linspace(start, end, steps, dtype=dtype)), requires_grad)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """``data`` as a tensor without a copy where it can: a tensor of the asked dtype is
+    returned itself, a NumPy array of it is shared (changes show in both); anything else is
+    copied as ``mg.tensor`` copies it.
+
+    Example:
+        >>> import numpy as np
+        >>> import memgrad as mg
+        >>> a = np.zeros(2, dtype=np.float32)
+        >>> t = mg.as_tensor(a)
+        >>> a[0] = 5.0
+        >>> t
+        tensor([5., 0.], dtype=float32)
+    """
+    check_device(device, "as_tensor")
+    want = _dtype(dtype, "as_tensor")
+    if isinstance(data, Tensor):
+        return data if want is None or data.dtype == want else data.to(want)
+    if isinstance(data, np.ndarray) and (want is None or data.dtype == want):
+        return from_numpy(data)
+    return tensor(data, dtype=dtype)
+
+
+def is_tensor(obj: Any) -> bool:
+    """Whether ``obj`` is a memgrad Tensor (a Parameter is one).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.is_tensor(mg.zeros(1)), mg.is_tensor([0.0])
+        (True, False)
+    """
+    return isinstance(obj, Tensor)
 
 
 def eye(n: int, m: int | None = None,

@@ -39,6 +39,11 @@ SHADOWED = ("int", "float", "bool")
 OVERRIDES = {"__eq__", "__ne__"}
 
 
+def _natural(name: str) -> list:
+    """``name`` split into text and numbers, for isort's natural order."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
 def _names(names: list[str]) -> str:
     """``__all__ = [...]`` wrapped at 100 columns."""
     items = [f"{n!r}," for n in sorted(names)]
@@ -189,7 +194,9 @@ def ops_stub() -> str:
             here.append(_def(name, fn, None, ""))
         else:
             imported.append((module, name))
-    lines.extend(f"from {m} import {n} as {n}\n" for m, n in sorted(imported))
+    # isort's order (ruff's I001): numbers inside names compare as numbers, log2 < log10
+    lines.extend(f"from {m} import {n} as {n}\n"
+                 for m, n in sorted(imported, key=lambda mn: (mn[0], _natural(mn[1]))))
     lines.append("\n")
     lines.append("HANDLES: dict[str, Any]\n")
     # the primitives that are their own handles (NOTE [ Op handles ] in ops/__init__.py)

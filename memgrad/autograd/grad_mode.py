@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -120,4 +120,38 @@ class set_grad_enabled(_mode):
 
     def __call__(self, fn: F) -> F:
         state.grad_enabled = self._prev  # used as a decorator: the call above must not stick
+        return super().__call__(fn)
+
+
+class inference_mode(_mode):
+    """PyTorch's inference mode, which in memgrad is ``no_grad`` (a tensor made in it is an
+    ordinary tensor that does not require grad); ``inference_mode(False)`` leaves the mode
+    as it is. A context manager and a decorator, with or without parentheses.
+
+    Example:
+        >>> import memgrad as mg
+        >>> with mg.inference_mode():
+        ...     mg.is_grad_enabled()
+        False
+    """
+
+    def __new__(cls, mode: Any = True) -> Any:
+        self = super().__new__(cls)
+        if callable(mode):  # @inference_mode without parentheses
+            self.__init__()
+            return self(mode)
+        return self
+
+    def __init__(self, mode: Any = True) -> None:
+        self._on = bool(mode)
+
+    def __enter__(self) -> None:
+        self._prev = state.grad_enabled
+        if self._on:
+            state.grad_enabled = False
+
+    def __call__(self, fn: F) -> F:
+        if not self._on:
+            return fn
+        self._enabled = False
         return super().__call__(fn)

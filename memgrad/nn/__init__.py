@@ -25,18 +25,31 @@ from memgrad.nn.layers import (
     LayerNorm,
     LeakyReLU,
     Linear,
+    LogSoftmax,
     MaxPool2d,
     Mish,
     MultiheadSelfAttention,
     ReLU,
     Sigmoid,
     SiLU,
+    Softmax,
     Softplus,
     Tanh,
     TransformerBlock,
+    Unflatten,
     Upsample,
 )
-from memgrad.nn.loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from memgrad.nn.loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from memgrad.nn.module import Module, ModuleList, Parameter, Sequential
 from memgrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm
 
@@ -45,7 +58,8 @@ __all__ = [
     "ParameterDict", "Identity", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU",
     "LeakyReLU", "ELU", "Softplus", "Mish", "Dropout", "LayerNorm", "BatchNorm1d",
     "BatchNorm2d", "GroupNorm", "RMSNorm", "Embedding", "Conv1d", "Conv2d", "ConvTranspose2d",
-    "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "MultiheadSelfAttention",
-    "TransformerBlock", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
-    "BCEWithLogitsLoss", "functional", "init", "utils",
+    "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "Unflatten",
+    "Softmax", "LogSoftmax", "MultiheadSelfAttention", "TransformerBlock", "CrossEntropyLoss",
+    "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
+    "KLDivLoss", "functional", "init", "utils",
 ]

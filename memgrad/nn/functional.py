@@ -1,8 +1,9 @@
 """The functional API, ``import memgrad.nn.functional as F``, as in PyTorch.
 
 Every name here is a function of the op table (``memgrad.ops``, ``memgrad.ops.nn``,
-``memgrad.ops.conv``, ``memgrad.ops.normalization``) re-exported unchanged, so ``F.gelu`` and the op
-the tracer, the checkpoint policies and the tests see are one and the same.
+``memgrad.ops.conv``, ``memgrad.ops.normalization``, ``memgrad.ops.functional``) re-exported
+unchanged, so ``F.gelu`` and the op the tracer, the checkpoint policies and the tests see
+are one and the same.
 
 Example:
     >>> import memgrad as mg
@@ -19,6 +20,14 @@ from memgrad.ops.conv import (
     conv2d,
     conv_transpose2d,
     max_pool2d,
+)
+from memgrad.ops.functional import (
+    binary_cross_entropy,
+    cosine_similarity,
+    huber_loss,
+    kl_div,
+    normalize,
+    smooth_l1_loss,
 )
 from memgrad.ops.nn import (
     binary_cross_entropy_with_logits,
@@ -50,4 +59,6 @@ __all__ = [
     "scaled_dot_product_attention", "silu", "leaky_relu", "elu", "softplus", "mish", "l1_loss",
     "binary_cross_entropy_with_logits", "batch_norm", "group_norm", "rms_norm", "conv1d",
     "avg_pool2d", "adaptive_avg_pool2d", "pad", "interpolate", "one_hot", "conv_transpose2d",
+    "binary_cross_entropy", "smooth_l1_loss", "huber_loss", "kl_div", "normalize",
+    "cosine_similarity",
 ]

@@ -9,6 +9,7 @@ initialisation follows PyTorch's defaults, drawn from memgrad's global generator
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,8 @@ __all__ = [
     "Identity", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
     "Softplus", "Mish", "Dropout", "LayerNorm", "Embedding", "Conv1d", "Conv2d",
     "ConvTranspose2d", "MaxPool2d",
-    "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "MultiheadSelfAttention",
+    "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "Unflatten", "Softmax",
+    "LogSoftmax", "MultiheadSelfAttention",
     "TransformerBlock",
 ]
 
@@ -751,6 +753,80 @@ class Flatten(Module):
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Split dimension ``dim`` into ``unflattened_size`` (one size may be -1), as
+    ``Tensor.unflatten``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.Unflatten(1, (3, 4))(mg.zeros(2, 12)).shape
+        (2, 3, 4)
+    """
+
+    def __init__(self, dim: int, unflattened_size: tuple[int, ...]) -> None:
+        super().__init__()
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError(f"Unflatten: unflattened_size must be a tuple of ints, got "
+                            f"{type(unflattened_size).__name__}")
+        self.dim = dim
+        self.unflattened_size = tuple(unflattened_size)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+def _implicit_dim(dim: int | None, input: Tensor, name: str) -> int:
+    """``dim``, or PyTorch's legacy choice when it is None (with PyTorch's warning)."""
+    if dim is not None:
+        return dim
+    warnings.warn(f"{name}: implicit dimension choice for {name.lower()} has been deprecated. "
+                  "Change the call to include dim=X as an argument.", UserWarning, stacklevel=4)
+    return 0 if input.ndim in (0, 1, 3) else 1
+
+
+class Softmax(Module):
+    """``F.softmax`` over ``dim``: each slice along it sums to 1.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.Softmax(dim=-1)(mg.zeros(1, 4))
+        tensor([[0.25, 0.25, 0.25, 0.25]])
+    """
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softmax(input, _implicit_dim(self.dim, input, "Softmax"))
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    """``F.log_softmax`` over ``dim``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> round(mg.nn.LogSoftmax(dim=1)(mg.zeros(1, 2))[0, 0].item(), 4)
+        -0.6931
+    """
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.log_softmax(input, _implicit_dim(self.dim, input, "LogSoftmax"))
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
 
 
 class MultiheadSelfAttention(Module):

@@ -14,6 +14,7 @@ in sync).
 
 from __future__ import annotations
 
+import builtins
 import numbers
 from typing import Any
 
@@ -86,6 +87,31 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
         r = ew.remainder(input, other)
         q = q + ((r != 0) & ((ew.lt(input, 0)) != (ew.lt(other, 0)))).to(q.dtype)
     return q
+
+
+@public
+def true_divide(input: Any, other: Any) -> Tensor:
+    """``div`` under its other name: true division with broadcasting.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.true_divide(mg.tensor([1.0, 3.0]), 2)
+        tensor([0.5, 1.5])
+    """
+    return ew.div(input, other)
+
+
+@public
+def lerp(input: Tensor, end: Any, weight: Any) -> Tensor:
+    """``input + weight * (end - input)`` elementwise with broadcasting (``weight`` a number
+    or a tensor).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.lerp(mg.zeros(2), mg.tensor([2.0, 4.0]), 0.25)
+        tensor([0.5, 1. ])
+    """
+    return input + weight * (end - input)
 
 
 @public
@@ -192,6 +218,86 @@ def where(condition: Any, input: Any, other: Any) -> Tensor:
     if cond.dtype != np.bool_:
         raise TypeError(f"where: condition must be a bool tensor, got dtype {cond.dtype}")
     return ew.where(condition if isinstance(condition, Tensor) else Tensor(cond), input, other)
+
+
+def _bool_reduce(api: str, fn: Any, input: Tensor, dim: Any, keepdim: bool) -> Tensor:
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{api}: input must be a Tensor, got {type(input).__name__}")
+    dims = None if dim is None else reduce.normalize_dims(dim, builtins.max(input.ndim, 1), api)
+    data = input._data if input.ndim else input._data.reshape(1)
+    out = fn(data, axis=dims, keepdims=bool(keepdim))
+    return Tensor(np.asarray(out).reshape(()) if input.ndim == 0 else np.asarray(out))
+
+
+@public
+def all(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Whether every element (along ``dim``, if given) is nonzero: a bool tensor.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.all(mg.tensor([[1, 0], [1, 1]]), dim=1)
+        tensor([False,  True])
+    """
+    return _bool_reduce("all", np.all, input, dim, keepdim)
+
+
+@public
+def any(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Whether some element (along ``dim``, if given) is nonzero: a bool tensor.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.any(mg.tensor([[1, 0], [0, 0]]), dim=1)
+        tensor([ True, False])
+    """
+    return _bool_reduce("any", np.any, input, dim, keepdim)
+
+
+@public
+def equal(input: Tensor, other: Tensor) -> bool:
+    """Whether two tensors have the same shape and the same elements (a Python bool).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.equal(mg.tensor([1.0, 2.0]), mg.tensor([1.0, 2.0]))
+        True
+    """
+    for name, t in (("input", input), ("other", other)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"equal: {name} must be a Tensor, got {type(t).__name__}")
+    return input.shape == other.shape and bool(np.array_equal(input._data, other._data))
+
+
+@public(method=False)
+def numel(input: Tensor) -> int:
+    """The number of elements of ``input``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.numel(mg.zeros(2, 3))
+        6
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"numel: input must be a Tensor, got {type(input).__name__}")
+    return input.numel()
+
+
+def _where_method(self: Tensor, condition: Any, other: Any) -> Tensor:
+    return where(condition, self, other)
+
+
+def _new_tensor(self: Tensor, data: Any, dtype: Any = None, device: Any = None,
+                requires_grad: bool = False) -> Tensor:
+    return factories.tensor(data, dtype=self.dtype if dtype is None else dtype,
+                            requires_grad=requires_grad, device=device)
+
+
+def _element_size(self: Tensor) -> int:
+    return int(self._data.itemsize)
+
+
+def _nbytes(self: Tensor) -> int:
+    return int(self._data.nbytes)
 
 
 @public
@@ -366,14 +472,6 @@ def _reshape_as(self: Tensor, other: Tensor) -> Tensor:
     return movement.reshape(self, other.shape)
 
 
-def _all(self: Tensor, dim: Any = None) -> Tensor:
-    return Tensor(np.all(self._data, axis=dim))
-
-
-def _any(self: Tensor, dim: Any = None) -> Tensor:
-    return Tensor(np.any(self._data, axis=dim))
-
-
 def _pos(self: Tensor) -> Tensor:
     return self
 
@@ -419,13 +517,16 @@ def _bind() -> None:
         "new_ones": _new(factories.ones, "new_ones"),
         "new_empty": _new(factories.empty, "new_empty"), "new_full": _new_full,
         "swapaxes": movement.transpose, "expand_as": _expand_as, "view_as": _view_as,
-        "reshape_as": _reshape_as, "all": _all, "any": _any,
+        "reshape_as": _reshape_as, "where": _where_method, "new_tensor": _new_tensor,
+        "element_size": _element_size, "masked_fill_": inplace.masked_fill_,
+        "scatter_": inplace.scatter_, "scatter_add_": inplace.scatter_add_,
     })
     for name, fn in methods.items():
         setattr(T, name, fn)
     T.T = property(_t)
     T.mT = property(_mt)
     T.device = property(_device, doc="Where the tensor lives: always ``mg.device('cpu')``.")
+    T.nbytes = property(_nbytes, doc="The bytes of the tensor's elements.")
 
 
 _bind()

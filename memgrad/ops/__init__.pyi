@@ -17,17 +17,19 @@ from memgrad.ops.registry import Primitive as Primitive
 from memgrad.tensor import Tensor
 
 __all__ = [
-    'abs', 'add', 'addmm', 'allclose', 'amax', 'amin', 'argmax', 'argmin', 'argsort', 'baddbmm',
-    'bernoulli', 'bmm', 'cat', 'ceil', 'chunk', 'clamp', 'clip', 'clone', 'cos', 'cumsum', 'div',
-    'einsum', 'eq', 'erf', 'exp', 'expand', 'expm1', 'flatten', 'flip', 'floor', 'floor_divide',
-    'gather', 'ge', 'gt', 'index_select', 'isfinite', 'isnan', 'le', 'log', 'log1p', 'log_softmax',
-    'logical_and', 'logical_or', 'logical_xor', 'logsumexp', 'lt', 'masked_fill', 'matmul', 'max',
-    'maximum', 'mean', 'min', 'minimum', 'mul', 'multinomial', 'narrow', 'ne', 'neg', 'norm',
-    'outer', 'permute', 'pow', 'prod', 'relu', 'remainder', 'repeat', 'repeat_interleave',
+    'abs', 'acos', 'add', 'addmm', 'all', 'allclose', 'amax', 'amin', 'any', 'argmax', 'argmin',
+    'argsort', 'asin', 'atan', 'atan2', 'baddbmm', 'bernoulli', 'bmm', 'broadcast_to', 'cat',
+    'ceil', 'chunk', 'clamp', 'clip', 'clone', 'concat', 'cos', 'cosh', 'cumsum', 'div', 'dot',
+    'einsum', 'eq', 'equal', 'erf', 'exp', 'expand', 'expm1', 'flatten', 'flip', 'floor',
+    'floor_divide', 'fmod', 'gather', 'ge', 'gt', 'hstack', 'index_select', 'isfinite', 'isinf',
+    'isnan', 'le', 'lerp', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logical_and',
+    'logical_or', 'logical_xor', 'logsumexp', 'lt', 'masked_fill', 'matmul', 'max', 'maximum',
+    'mean', 'min', 'minimum', 'mm', 'movedim', 'mul', 'multinomial', 'narrow', 'ne', 'neg', 'norm',
+    'numel', 'outer', 'permute', 'pow', 'prod', 'relu', 'remainder', 'repeat', 'repeat_interleave',
     'reshape', 'roll', 'round', 'rsqrt', 'scatter', 'scatter_add', 'sigmoid', 'sign', 'sin',
-    'softmax', 'sort', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'sub', 'sum', 't',
-    'take_along_dim', 'tanh', 'topk', 'transpose', 'tril', 'triu', 'unbind', 'unsqueeze', 'var',
-    'view', 'where',
+    'sinh', 'softmax', 'sort', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'sub', 'sum',
+    't', 'take_along_dim', 'tan', 'tanh', 'tile', 'topk', 'transpose', 'tril', 'triu',
+    'true_divide', 'trunc', 'unbind', 'unflatten', 'unsqueeze', 'var', 'view', 'vstack', 'where',
 ]
 
 from memgrad.ops.arrange import argsort as argsort
@@ -41,6 +43,7 @@ from memgrad.ops.arrange import repeat_interleave as repeat_interleave
 from memgrad.ops.arrange import roll as roll
 from memgrad.ops.arrange import scatter as scatter
 from memgrad.ops.arrange import sort as sort
+from memgrad.ops.arrange import tile as tile
 from memgrad.ops.arrange import topk as topk
 from memgrad.ops.arrange import tril as tril
 from memgrad.ops.arrange import triu as triu
@@ -64,13 +67,19 @@ from memgrad.ops.indexing import take_along_dim as take_along_dim
 from memgrad.ops.linalg import addmm as addmm
 from memgrad.ops.linalg import baddbmm as baddbmm
 from memgrad.ops.linalg import bmm as bmm
+from memgrad.ops.linalg import dot as dot
 from memgrad.ops.linalg import einsum as einsum
+from memgrad.ops.linalg import mm as mm
 from memgrad.ops.linalg import norm as norm
 from memgrad.ops.linalg import outer as outer
+from memgrad.ops.movement import broadcast_to as broadcast_to
 from memgrad.ops.movement import cat as cat
 from memgrad.ops.movement import chunk as chunk
+from memgrad.ops.movement import concat as concat
 from memgrad.ops.movement import expand as expand
 from memgrad.ops.movement import flatten as flatten
+from memgrad.ops.movement import hstack as hstack
+from memgrad.ops.movement import movedim as movedim
 from memgrad.ops.movement import narrow as narrow
 from memgrad.ops.movement import permute as permute
 from memgrad.ops.movement import reshape as reshape
@@ -80,8 +89,10 @@ from memgrad.ops.movement import stack as stack
 from memgrad.ops.movement import t as t
 from memgrad.ops.movement import transpose as transpose
 from memgrad.ops.movement import unbind as unbind
+from memgrad.ops.movement import unflatten as unflatten
 from memgrad.ops.movement import unsqueeze as unsqueeze
 from memgrad.ops.movement import view as view
+from memgrad.ops.movement import vstack as vstack
 from memgrad.ops.reduce import amax as amax
 from memgrad.ops.reduce import amin as amin
 from memgrad.ops.reduce import argmax as argmax
@@ -93,17 +104,29 @@ from memgrad.ops.reduce import softmax as softmax
 from memgrad.ops.reduce import std as std
 from memgrad.ops.reduce import sum as sum
 from memgrad.ops.reduce import var as var
+from memgrad.ops.unary import acos as acos
+from memgrad.ops.unary import asin as asin
+from memgrad.ops.unary import atan as atan
+from memgrad.ops.unary import atan2 as atan2
 from memgrad.ops.unary import ceil as ceil
 from memgrad.ops.unary import cos as cos
+from memgrad.ops.unary import cosh as cosh
 from memgrad.ops.unary import erf as erf
 from memgrad.ops.unary import expm1 as expm1
 from memgrad.ops.unary import floor as floor
+from memgrad.ops.unary import fmod as fmod
 from memgrad.ops.unary import isfinite as isfinite
+from memgrad.ops.unary import isinf as isinf
 from memgrad.ops.unary import isnan as isnan
 from memgrad.ops.unary import log1p as log1p
+from memgrad.ops.unary import log2 as log2
+from memgrad.ops.unary import log10 as log10
 from memgrad.ops.unary import round as round
 from memgrad.ops.unary import rsqrt as rsqrt
 from memgrad.ops.unary import sin as sin
+from memgrad.ops.unary import sinh as sinh
+from memgrad.ops.unary import tan as tan
+from memgrad.ops.unary import trunc as trunc
 
 HANDLES: dict[str, Any]
 contiguous: Primitive
@@ -148,6 +171,7 @@ vector_norm: Primitive
 view_write: Primitive
 
 def add(input: Any, other: Any, *, alpha: Any = ...) -> Tensor: ...
+def all(input: Tensor, dim: Any = ..., keepdim: bool = ...) -> Tensor: ...
 def allclose(
     input: Any,
     other: Any,
@@ -155,14 +179,17 @@ def allclose(
     atol: float = ...,
     equal_nan: bool = ...,
 ) -> bool: ...
+def any(input: Tensor, dim: Any = ..., keepdim: bool = ...) -> Tensor: ...
 def clamp(input: Tensor, min: Any = ..., max: Any = ...) -> Tensor: ...
 def clip(input: Tensor, min: Any = ..., max: Any = ...) -> Tensor: ...
 def div(input: Any, other: Any, *, rounding_mode: str | None = ...) -> Tensor: ...
 def eq(input: Any, other: Any) -> Tensor: ...
+def equal(input: Tensor, other: Tensor) -> bool: ...
 def floor_divide(input: Any, other: Any) -> Tensor: ...
 def ge(input: Any, other: Any) -> Tensor: ...
 def gt(input: Any, other: Any) -> Tensor: ...
 def le(input: Any, other: Any) -> Tensor: ...
+def lerp(input: Tensor, end: Any, weight: Any) -> Tensor: ...
 def logical_and(input: Any, other: Any) -> Tensor: ...
 def logical_or(input: Any, other: Any) -> Tensor: ...
 def logical_xor(input: Any, other: Any) -> Tensor: ...
@@ -172,8 +199,10 @@ def maximum(input: Any, other: Any) -> Tensor: ...
 def minimum(input: Any, other: Any) -> Tensor: ...
 def mul(input: Any, other: Any) -> Tensor: ...
 def ne(input: Any, other: Any) -> Tensor: ...
+def numel(input: Tensor) -> int: ...
 def pow(input: Any, exponent: Any) -> Tensor: ...
 def remainder(input: Any, other: Any) -> Tensor: ...
 def square(input: Any) -> Tensor: ...
 def sub(input: Any, other: Any, *, alpha: Any = ...) -> Tensor: ...
+def true_divide(input: Any, other: Any) -> Tensor: ...
 def where(condition: Any, input: Any, other: Any) -> Tensor: ...

@@ -29,7 +29,7 @@ from memgrad.ops.reduce import normalize_dims
 from memgrad.ops.registry import primitive, public
 from memgrad.tensor import Tensor
 
-__all__ = ["contiguous", "tril", "triu", "roll", "flip", "repeat", "repeat_interleave",
+__all__ = ["contiguous", "tril", "triu", "roll", "flip", "repeat", "tile", "repeat_interleave",
            "index_select", "scatter", "masked_fill", "sort", "argsort", "topk", "cumsum", "prod",
            "SortResult", "TopkResult"]
 
@@ -191,6 +191,20 @@ def repeat(input: Tensor, *sizes: Any) -> Tensor:
     spread = tuple(x for s in shape for x in (1, s))
     wide = tuple(x for r, s in zip(reps, shape) for x in (r, s))
     return reshape(expand(reshape(input, spread), wide), tuple(r * s for r, s in zip(reps, shape)))
+
+
+@public
+def tile(input: Tensor, dims: Any) -> Tensor:
+    """``repeat`` with ``dims`` padded with leading 1s to the tensor's dimensions (so fewer
+    entries than dimensions repeat the last ones).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.tile(mg.tensor([[1.0, 2.0]]), (2,))
+        tensor([[1., 2., 1., 2.]])
+    """
+    reps = _ints(dims, "tile", "dims")
+    return repeat(input, *((1,) * (input.ndim - len(reps)) + reps))
 
 
 def _select(input: Tensor, d: int, index: np.ndarray) -> Tensor:

@@ -27,12 +27,14 @@ import numpy as np
 from memgrad import interpreters
 from memgrad.autograd.grad_mode import state
 from memgrad.autograd.graph import refresh_view
+from memgrad.ops import arrange, indexing
 from memgrad.ops import elementwise as ew
 from memgrad.ops.movement import index_put, memory_order, normalize_index, view_write
 from memgrad.ops.registry import Primitive, apply, primitive
 from memgrad.tensor import Tensor, wrap
 
-__all__ = ["add_", "sub_", "mul_", "div_", "zero_", "fill_", "copy_", "clamp_", "relu_", "setitem"]
+__all__ = ["add_", "sub_", "mul_", "div_", "zero_", "fill_", "copy_", "clamp_", "relu_",
+           "masked_fill_", "scatter_", "scatter_add_", "setitem"]
 
 
 def _inplace(
@@ -214,6 +216,30 @@ def copy_(self: Tensor, src: Any) -> Tensor:
     """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor."""
     return _inplace("copy_", self, _copy, (src,), {},
                     lambda a: np.copyto(a, _data(src), casting="unsafe"))
+
+
+def _through_copy(self: Tensor, result: Tensor) -> Tensor:
+    """Write the out-of-place ``result`` of an op on ``self`` back into ``self``: the
+    gradient to ``self``'s old values flows through ``result``'s graph (``copy_`` sends none
+    to what it overwrites), so an in-place op needs no backward of its own."""
+    return copy_(self, result)
+
+
+def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
+    """In-place ``masked_fill``: ``value`` where ``mask`` is True."""
+    return _through_copy(self, arrange.masked_fill(self, mask, value))
+
+
+def scatter_(self: Tensor, dim: int, index: Any, src: Any = None, *, value: Any = None,
+             reduce: str | None = None) -> Tensor:
+    """In-place ``scatter``."""
+    return _through_copy(self, arrange.scatter(self, dim, index, src, value=value,
+                                               reduce=reduce))
+
+
+def scatter_add_(self: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
+    """In-place ``scatter_add``."""
+    return _through_copy(self, indexing.scatter_add(self, dim, index, src))
 
 
 def setitem(self: Tensor, index: Any, value: Any) -> None:

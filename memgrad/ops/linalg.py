@@ -18,7 +18,7 @@ from memgrad.ops.reduce import amax, amin, normalize_dims, sum
 from memgrad.ops.registry import primitive, public
 from memgrad.tensor import Tensor
 
-__all__ = ["matmul", "einsum", "einsum_shape", "outer", "bmm", "addmm", "baddbmm",
+__all__ = ["matmul", "einsum", "einsum_shape", "outer", "mm", "dot", "bmm", "addmm", "baddbmm",
            "norm", "vector_norm"]
 
 
@@ -234,6 +234,40 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
     _need_ndim("outer", "input", input, 1)
     _need_ndim("outer", "vec2", vec2, 1)
     return reshape(input, (-1, 1)) * vec2
+
+
+@public
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """The matrix product of two 2-D tensors (no broadcasting).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.mm(mg.ones(2, 3), mg.ones(3, 4)).shape
+        (2, 4)
+    """
+    _need_ndim("mm", "input", input, 2)
+    _need_ndim("mm", "mat2", mat2, 2)
+    if input.shape[1] != mat2.shape[0]:
+        raise ShapeError(f"mm: shapes {input.shape} and {mat2.shape} cannot be multiplied "
+                         f"({input.shape[1]} columns against {mat2.shape[0]} rows)")
+    return matmul(input, mat2)
+
+
+@public
+def dot(input: Tensor, tensor: Tensor) -> Tensor:
+    """The inner product of two 1-D tensors of one length: a 0-d tensor.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.dot(mg.tensor([1.0, 2.0]), mg.tensor([3.0, 4.0]))
+        tensor(11.)
+    """
+    _need_ndim("dot", "input", input, 1)
+    _need_ndim("dot", "tensor", tensor, 1)
+    if input.shape != tensor.shape:
+        raise ShapeError(f"dot: 1-D tensors of one length expected, got {input.shape[0]} and "
+                         f"{tensor.shape[0]} elements")
+    return matmul(input, tensor)
 
 
 @public

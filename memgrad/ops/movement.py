@@ -29,7 +29,13 @@ __all__ = [
     "index_scatter",
     "index_put",
     "cat",
+    "concat",
+    "hstack",
+    "vstack",
     "stack",
+    "movedim",
+    "broadcast_to",
+    "unflatten",
     "chunk",
     "split",
     "normalize_index",
@@ -494,3 +500,114 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     (d,) = normalize_dims(dim, input.ndim, "chunk")
     n = input.shape[d]
     return split(input, max(-(-n // chunks), 1), d)
+
+
+@public(method=False)
+def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """``cat`` under its other name.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.concat([mg.zeros(1, 2), mg.ones(1, 2)], dim=1).shape
+        (1, 4)
+    """
+    return cat(tensors, dim)
+
+
+def _at_least(tensors: Sequence[Tensor], ndim: int, api: str) -> list[Tensor]:
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"{api}: expected a non-empty list of Tensors")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{api}: expected Tensors, got {type(t).__name__} at position {i}")
+    return [reshape(t, (1,) * (ndim - t.ndim) + t.shape) if t.ndim < ndim else t
+            for t in tensors]
+
+
+@public(method=False)
+def hstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Join along the columns: along dimension 1, or 0 for 1-D tensors (as NumPy's
+    ``hstack``).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.hstack([mg.tensor([1.0]), mg.tensor([2.0, 3.0])])
+        tensor([1., 2., 3.])
+    """
+    tensors = _at_least(tensors, 1, "hstack")
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+@public(method=False)
+def vstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Join along the rows (dimension 0), 1-D tensors taken as rows.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.vstack([mg.tensor([1.0, 2.0]), mg.tensor([3.0, 4.0])]).shape
+        (2, 2)
+    """
+    return cat(_at_least(tensors, 2, "vstack"), 0)
+
+
+@public
+def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
+    """A view with dimension(s) ``source`` moved to position(s) ``destination``, the others
+    in their order.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.zeros(2, 3, 4).movedim(0, -1).shape
+        (3, 4, 2)
+    """
+    src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
+    dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
+    if len(src) != len(dst):
+        raise ValueError(f"movedim: source and destination must name as many dimensions, got "
+                         f"{len(src)} and {len(dst)}")
+    src_d = tuple(normalize_dims(d, input.ndim, "movedim")[0] for d in src)
+    dst_d = tuple(normalize_dims(d, input.ndim, "movedim")[0] for d in dst)
+    if len(set(src_d)) != len(src_d) or len(set(dst_d)) != len(dst_d):
+        raise ValueError(f"movedim: repeated dimension in source {src} or destination {dst}")
+    rest = iter(d for d in range(input.ndim) if d not in src_d)
+    placed = dict(zip(dst_d, src_d))
+    return permute(input, *(placed[i] if i in placed else next(rest) for i in range(input.ndim)))
+
+
+@public
+def broadcast_to(input: Tensor, size: Any) -> Tensor:
+    """``expand`` to ``size`` (a tuple; -1 keeps a size): a read-only view.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.broadcast_to(mg.tensor([1.0, 2.0]), (2, 2))
+        tensor([[1., 2.],
+                [1., 2.]])
+    """
+    return expand(input, *shape_args((size,), "broadcast_to"))
+
+
+@public
+def unflatten(input: Tensor, dim: int, sizes: Any) -> Tensor:
+    """Split dimension ``dim`` into ``sizes`` (one may be -1): a view where the strides
+    allow, as ``reshape``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.zeros(2, 12).unflatten(1, (3, -1)).shape
+        (2, 3, 4)
+    """
+    (d,) = normalize_dims(dim, input.ndim, "unflatten")
+    sizes = tuple(int(s) for s in sizes)
+    if not sizes:
+        raise ValueError("unflatten: sizes must name at least one size, e.g. (2, -1)")
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if sizes.count(-1) > 1 or (sizes.count(-1) == 0 and known != input.shape[d]) or (
+        sizes.count(-1) == 1 and (known == 0 or input.shape[d] % known)
+    ):
+        raise ValueError(f"unflatten: sizes {sizes} do not multiply to dimension {d}'s size "
+                         f"{input.shape[d]} (one of them may be -1)")
+    if -1 in sizes:
+        sizes = tuple(input.shape[d] // known if s == -1 else s for s in sizes)
+    return reshape(input, input.shape[:d] + sizes + input.shape[d + 1:])

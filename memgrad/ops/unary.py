@@ -1,21 +1,27 @@
-"""More elementwise math, as PyTorch names it: ``sin``, ``cos``, ``rsqrt``, ``log1p``,
-``expm1``, ``erf``; ``floor``, ``ceil`` and ``round`` (whose gradient is zero, as PyTorch's);
-and the tests ``isfinite`` and ``isnan``."""
+"""More elementwise math, as PyTorch names it: ``sin``, ``cos``, ``tan``, their inverses
+``asin``, ``acos``, ``atan`` and ``atan2``, ``sinh``, ``cosh``, ``rsqrt``, ``log1p``,
+``log2``, ``log10``, ``expm1``, ``erf``, ``fmod``; ``floor``, ``ceil``, ``trunc`` and
+``round`` (whose gradient is zero, as PyTorch's); and the tests ``isfinite``, ``isinf`` and
+``isnan``."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
-from memgrad.ops.elementwise import exp, flat_kernel
+from memgrad.ops.elementwise import exp, flat_kernel, sqrt
 from memgrad.ops.registry import primitive, public
 from memgrad.tensor import Tensor
 
-__all__ = ["sin", "cos", "rsqrt", "log1p", "expm1", "erf", "floor", "ceil", "round",
-           "isfinite", "isnan"]
+__all__ = ["sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "rsqrt",
+           "log1p", "log2", "log10", "expm1", "erf", "fmod", "floor", "ceil", "trunc", "round",
+           "isfinite", "isinf", "isnan"]
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
 
 
 @primitive("sin", saves={"x": (0,)}, public=True)
@@ -40,6 +46,97 @@ def _(g, out, needs, x):
     return (-g * sin(x),)
 
 
+@primitive("tan", saves={"out": (0,)}, public=True)
+def tan(x):
+    """The tangent elementwise."""
+    return np.tan(x)
+
+
+@tan.vjp
+def _(g, out, needs, x):
+    return (g * (out * out + 1),)
+
+
+@primitive("asin", saves={"x": (0,)}, public=True)
+def asin(x):
+    """The inverse sine elementwise (nan outside [-1, 1])."""
+    return np.arcsin(x)
+
+
+@asin.vjp
+def _(g, out, needs, x):
+    return (g / sqrt(1 - x * x),)
+
+
+@primitive("acos", saves={"x": (0,)}, public=True)
+def acos(x):
+    """The inverse cosine elementwise (nan outside [-1, 1])."""
+    return np.arccos(x)
+
+
+@acos.vjp
+def _(g, out, needs, x):
+    return (-g / sqrt(1 - x * x),)
+
+
+@primitive("atan", saves={"x": (0,)}, public=True)
+def atan(x):
+    """The inverse tangent elementwise."""
+    return np.arctan(x)
+
+
+@atan.vjp
+def _(g, out, needs, x):
+    return (g / (x * x + 1),)
+
+
+@primitive("atan2", saves={"x": (0, 1), "y": (0, 1)}, broadcasting=True)
+def _atan2(x, y):
+    return np.arctan2(x, y)
+
+
+@_atan2.vjp
+def _(g, out, needs, x, y):
+    scale = g / (x * x + y * y)
+    return scale * y if needs[0] else None, -scale * x if needs[1] else None
+
+
+@public(method=True)
+def atan2(input: Tensor, other: Any) -> Tensor:
+    """The angle of the point ``(other, input)`` from the positive x-axis, in ``[-pi, pi]``
+    (``atan(input / other)`` with the quadrant from both signs), elementwise with
+    broadcasting.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.atan2(mg.tensor([1.0, -1.0]), mg.tensor([-1.0, -1.0]))
+        tensor([ 2.3561945, -2.3561945])
+    """
+    return _atan2(input, other)
+
+
+@primitive("sinh", saves={"x": (0,)}, public=True)
+def sinh(x):
+    """The hyperbolic sine elementwise."""
+    return np.sinh(x)
+
+
+@sinh.vjp
+def _(g, out, needs, x):
+    return (g * cosh(x),)
+
+
+@primitive("cosh", saves={"x": (0,)}, public=True)
+def cosh(x):
+    """The hyperbolic cosine elementwise."""
+    return np.cosh(x)
+
+
+@cosh.vjp
+def _(g, out, needs, x):
+    return (g * sinh(x),)
+
+
 @primitive("rsqrt", saves={"out": (0,)}, public=True)
 def rsqrt(x):
     """``1 / sqrt(x)`` elementwise."""
@@ -60,6 +157,28 @@ def log1p(x):
 @log1p.vjp
 def _(g, out, needs, x):
     return (g / (x + 1),)
+
+
+@primitive("log2", saves={"x": (0,)}, public=True)
+def log2(x):
+    """The base-2 logarithm elementwise."""
+    return np.log2(x)
+
+
+@log2.vjp
+def _(g, out, needs, x):
+    return (g / (x * _LN2),)
+
+
+@primitive("log10", saves={"x": (0,)}, public=True)
+def log10(x):
+    """The base-10 logarithm elementwise."""
+    return np.log10(x)
+
+
+@log10.vjp
+def _(g, out, needs, x):
+    return (g / (x * _LN10),)
 
 
 @primitive("expm1", saves={"out": (0,)}, public=True)
@@ -107,6 +226,7 @@ def _stepped(name: str, fn):
 
 floor = _stepped("floor", np.floor)
 ceil = _stepped("ceil", np.ceil)
+trunc = _stepped("trunc", np.trunc)
 _round = _stepped("round", np.round)
 
 
@@ -132,6 +252,36 @@ def round(input: Tensor, decimals: int = 0) -> Tensor:
 def isfinite(x):
     """Whether each element is finite (not inf, -inf or nan): a bool tensor."""
     return np.isfinite(x)
+
+
+@primitive("isinf", differentiable=False, public=True)
+def isinf(x):
+    """Whether each element is inf or -inf: a bool tensor."""
+    return np.isinf(x)
+
+
+@primitive("fmod", saves={"x": (1,), "y": (1,)}, broadcasting=True)
+def _fmod(x, y):
+    return np.fmod(x, y)
+
+
+@_fmod.vjp
+def _(g, out, needs, x, y):
+    return g if needs[0] else None, -g * trunc(x / y) if needs[1] else None
+
+
+@public(method=True)
+def fmod(input: Tensor, other: Any) -> Tensor:
+    """The remainder of ``input / other`` with the sign of ``input`` (C's ``fmod``, where
+    ``remainder`` takes the sign of ``other``); the gradient is 1 for ``input`` and
+    ``-trunc(input / other)`` for ``other``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.fmod(mg.tensor([7.5, -7.5]), 2)
+        tensor([ 1.5, -1.5])
+    """
+    return _fmod(input, other)
 
 
 @primitive("isnan", differentiable=False, public=True)

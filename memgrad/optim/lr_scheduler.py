@@ -1,6 +1,6 @@
 """Learning-rate schedulers, as in ``torch.optim.lr_scheduler``: ``LambdaLR``, ``StepLR``,
-``MultiStepLR``, ``ExponentialLR``, ``CosineAnnealingLR``, ``LinearLR``, ``SequentialLR``
-and ``OneCycleLR``.
+``MultiStepLR``, ``ExponentialLR``, ``CosineAnnealingLR``, ``LinearLR``, ``SequentialLR``,
+``OneCycleLR``, and ``ReduceLROnPlateau``, which follows a metric instead of a schedule.
 
 NOTE [ Chainable schedules ]
 As in PyTorch, each ``step()`` computes the new rate of every parameter group from the
@@ -34,6 +34,7 @@ __all__ = [
     "LinearLR",
     "SequentialLR",
     "OneCycleLR",
+    "ReduceLROnPlateau",
 ]
 
 
@@ -614,3 +615,106 @@ class OneCycleLR(LRScheduler):
                     break
                 start_step = end_step
         return lrs
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Multiply every group's rate by ``factor`` when a metric has stopped improving for
+    more than ``patience`` steps, as PyTorch's: ``step(metric)`` once per evaluation.
+
+    Args:
+        optimizer: the optimizer whose rates are reduced.
+        mode: ``"min"`` (lower is better, e.g. a loss) or ``"max"``.
+        factor: the multiplier of a reduction, in ``[0, 1)``.
+        patience: the number of steps without improvement that are tolerated.
+        threshold: the least change that counts as an improvement.
+        threshold_mode: ``"rel"`` (relative to the best value) or ``"abs"``.
+        cooldown: steps after a reduction during which no further one happens.
+        min_lr: the lowest rate, one number or one per parameter group.
+        eps: a reduction smaller than this is skipped.
+
+    Example:
+        >>> import memgrad as mg
+        >>> opt = mg.optim.SGD([mg.zeros(1, requires_grad=True)], lr=1.0)
+        >>> sched = mg.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=1, factor=0.5)
+        >>> for loss in [3.0, 2.0, 2.0, 2.0]:
+        ...     sched.step(loss)
+        >>> sched.get_last_lr()
+        [0.5]
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr: float | Sequence[float] = 0.0,
+        eps: float = 1e-8,
+    ) -> None:
+        api = "ReduceLROnPlateau"
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{api}: {type(optimizer).__name__} is not an Optimizer")
+        if not 0.0 <= factor < 1.0:
+            raise ValueError(f"{api}: factor must be in [0, 1), got {factor}")
+        if mode not in ("min", "max"):
+            raise ValueError(f"{api}: mode must be 'min' or 'max', got {mode!r}")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"{api}: threshold_mode must be 'rel' or 'abs', got "
+                             f"{threshold_mode!r}")
+        groups = optimizer.param_groups
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != len(groups):
+                raise ValueError(f"{api}: expected {len(groups)} min_lr values (one per "
+                                 f"parameter group), got {len(min_lr)}")
+            self.min_lrs = [float(v) for v in min_lr]
+        else:
+            self.min_lrs = [float(min_lr)] * len(groups)
+        self.optimizer = optimizer
+        self.mode, self.factor, self.patience = mode, float(factor), int(patience)
+        self.threshold, self.threshold_mode = float(threshold), threshold_mode
+        self.cooldown, self.eps = int(cooldown), float(eps)
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = 0
+        self.cooldown_counter = 0
+        self.last_epoch = 0
+        self._last_lr = [group["lr"] for group in groups]
+
+    def step(self, metrics: float, epoch: int | None = None) -> None:  # type: ignore[override]
+        """Record the metric of one evaluation and reduce the rates if it has not improved
+        for more than ``patience`` steps."""
+        if epoch is not None:
+            warnings.warn("ReduceLROnPlateau.step(metrics, epoch) is deprecated, as in "
+                          "PyTorch; call step(metrics)", UserWarning, stacklevel=2)
+        current = float(metrics)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if self._better(current):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            self._reduce()
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def _better(self, current: float) -> bool:
+        if self.threshold_mode == "rel":
+            scale = 1.0 - self.threshold if self.mode == "min" else 1.0 + self.threshold
+            bound = self.best * scale
+        else:
+            bound = self.best - self.threshold if self.mode == "min" else self.best + self.threshold
+        return current < bound if self.mode == "min" else current > bound
+
+    def _reduce(self) -> None:
+        for group, floor in zip(self.optimizer.param_groups, self.min_lrs):
+            old = float(group["lr"])
+            new = max(old * self.factor, floor)
+            if old - new > self.eps:
+                group["lr"] = new

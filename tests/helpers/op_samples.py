@@ -891,6 +891,52 @@ case("round", "public-decimals", inputs(avoiding((-0.05, 0.05, 0.15, -0.15), 6, 
                                                  gap=0.01)),
      lambda x: mg.round(x, decimals=1), lambda x: np.round(x * 10) / 10)
 
+case("tan", "2d", inputs(uniform(-1.2, 1.2, 3, 4)), lambda x: P("tan")(x), np.tan)
+case("tan", "method", inputs(uniform(-1, 1, 5)), lambda x: x.tan(), np.tan)
+case("asin", "2d", inputs(uniform(-0.9, 0.9, 3, 4)), lambda x: P("asin")(x), np.arcsin)
+case("acos", "public", inputs(uniform(-0.9, 0.9, 5)), lambda x: mg.acos(x), np.arccos)
+case("atan", "2d", inputs(normal(3, 4)), lambda x: P("atan")(x), np.arctan)
+case("atan2", "same", inputs(normal(3, 4), away(0.3, 2, 3, 4)),
+     lambda x, y: P("atan2")(x, y), np.arctan2)
+case("atan2", "public-bcast", inputs(away(0.3, 2, 2, 1, 3), away(0.3, 2, 4, 1)),
+     lambda x, y: mg.atan2(x, y), np.arctan2)
+case("atan2", "method-scalar", inputs(normal(5)), lambda x: x.atan2(-0.5),
+     lambda x: np.arctan2(x, -0.5))
+case("sinh", "2d", inputs(normal(3, 4)), lambda x: P("sinh")(x), np.sinh)
+case("cosh", "method", inputs(normal(5)), lambda x: x.cosh(), np.cosh)
+case("log2", "2d", inputs(uniform(0.2, 4, 3, 4)), lambda x: P("log2")(x), np.log2)
+case("log10", "method", inputs(uniform(0.2, 4, 5)), lambda x: x.log10(), np.log10)
+case("trunc", "2d", inputs(avoiding((-2.0, -1.0, 0.0, 1.0, 2.0), 3, 4, lo=-2.5, hi=2.5)),
+     lambda x: P("trunc")(x), np.trunc)
+case("fmod", "same", quotients((3, 4), (3, 4)), lambda x, y: P("fmod")(x, y), np.fmod)
+case("fmod", "public-bcast", quotients((2, 1, 3), (4, 1)), lambda x, y: mg.fmod(x, y), np.fmod)
+case("fmod", "method-scalar", lambda rng: (np.array([0.5, 1.9, -2.3, -0.2, 3.3]),),
+     lambda x: x.fmod(0.7), lambda x: np.fmod(x, 0.7))
+
+# composites under other PyTorch names, sampled under the primitive they run
+case("cat", "concat", inputs(normal(2, 3), normal(2, 1)), lambda x, y: mg.concat([x, y], 1),
+     lambda x, y: np.concatenate([x, y], 1))
+case("cat", "hstack-1d", inputs(normal(2), normal(3)), lambda x, y: mg.hstack([x, y]),
+     lambda x, y: np.hstack([x, y]))
+case("cat", "hstack-2d", inputs(normal(2, 1), normal(2, 3)), lambda x, y: mg.hstack([x, y]),
+     lambda x, y: np.hstack([x, y]))
+case("cat", "vstack", inputs(normal(3), normal(2, 3)), lambda x, y: mg.vstack([x, y]),
+     lambda x, y: np.vstack([x, y]))
+case("permute", "movedim", inputs(normal(2, 3, 4)), lambda x: x.movedim((0, 1), (2, 0)),
+     lambda x: np.moveaxis(x, (0, 1), (2, 0)))
+case("expand", "broadcast_to", inputs(normal(3, 1)), lambda x: mg.broadcast_to(x, (2, 3, 4)),
+     lambda x: np.broadcast_to(x, (2, 3, 4)))
+case("reshape", "unflatten", inputs(normal(2, 12)), lambda x: x.unflatten(1, (3, -1)),
+     lambda x: x.reshape(2, 3, 4))
+case("expand", "tile", inputs(normal(2, 3)), lambda x: mg.tile(x, (2, 1, 2)),
+     lambda x: np.tile(x, (2, 1, 2)))
+case("matmul", "mm", inputs(normal(3, 4), normal(4, 2)), lambda x, y: mg.mm(x, y), np.matmul)
+case("matmul", "dot", inputs(normal(5), normal(5)), lambda x, y: x.dot(y), np.dot)
+case("div", "true_divide", inputs(normal(3, 4), away(0.5, 2, 4)),
+     lambda x, y: mg.true_divide(x, y), np.true_divide)
+case("mul", "lerp", inputs(normal(3, 4), normal(3, 4), uniform(0, 1, 4)),
+     lambda x, y, w: mg.lerp(x, y, w), lambda x, y, w: x + w * (y - x))
+
 case("contiguous", "transposed", inputs(normal(3, 4)), lambda x: x.T.contiguous(),
      lambda x: np.ascontiguousarray(x.T))
 case("contiguous", "prim", inputs(normal(2, 3)), lambda x: P("contiguous")(x), lambda x: x)
@@ -1110,6 +1156,8 @@ nondiff("logical_not", "operator", lambda rng: _bools(rng)[:1], lambda x: ~x, np
 nondiff("isfinite", "special", lambda rng: (np.array([1.0, np.inf, -np.inf, np.nan, 0.0]),),
         lambda x: P("isfinite")(x), np.isfinite)
 nondiff("isfinite", "method", inputs(normal(2, 3)), lambda x: x.isfinite(), np.isfinite)
+nondiff("isinf", "special", lambda rng: (np.array([1.0, np.inf, -np.inf, np.nan, 0.0]),),
+        lambda x: x.isinf(), np.isinf)
 nondiff("isnan", "special", lambda rng: (np.array([1.0, np.inf, np.nan, -0.0]),),
         lambda x: mg.isnan(x), np.isnan)
 

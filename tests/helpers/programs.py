@@ -515,6 +515,13 @@ OPS: dict[str, OpSpec] = {
     "rsqrt_safe": OpSpec(lambda a, p: _arr(1 / np.sqrt(a[0] * a[0] + 0.5)),
                          lambda a, p: (a[0] * a[0] + 0.5).rsqrt(),
                          lambda n, p: f"({n[0]} * {n[0]} + 0.5).rsqrt()"),
+    "atan": OpSpec(lambda a, p: _arr(np.arctan(a[0])), lambda a, p: a[0].atan(),
+                   lambda n, p: f"{n[0]}.atan()"),
+    "sinh": OpSpec(lambda a, p: _arr(np.sinh(a[0])), lambda a, p: mg.sinh(a[0]),
+                   lambda n, p: f"mg.sinh({n[0]})"),
+    "log2_safe": OpSpec(lambda a, p: _arr(np.log2(a[0] * a[0] + 0.5)),
+                        lambda a, p: (a[0] * a[0] + 0.5).log2(),
+                        lambda n, p: f"({n[0]} * {n[0]} + 0.5).log2()"),
     "flip": OpSpec(lambda a, p: np.flip(a[0], p["dims"]).copy(),
                    lambda a, p: a[0].flip(p["dims"]),
                    lambda n, p: f"{n[0]}.flip({p['dims']})"),
@@ -681,6 +688,10 @@ OPS: dict[str, OpSpec] = {
     "fill_": OpSpec(lambda a, p: a[0].fill(p["c"]), lambda a, p: _mg_fill(a[0], p["c"]),
                     lambda n, p: f"{n[0]}.fill_({p['c']!r})"),
     "setitem": OpSpec(_setitem_np, _setitem_mg, _setitem_code),
+    "masked_fill_": OpSpec(
+        lambda a, p: np.copyto(a[0], p["c"], where=np.asarray(p["mask"])),
+        lambda a, p: a[0].masked_fill_(mg.tensor(p["mask"]), p["c"]),
+        lambda n, p: f"{n[0]}.masked_fill_(mg.tensor({p['mask']!r}), {p['c']!r})"),
     "copy_": OpSpec(lambda a, p: np.copyto(a[0], np.asarray(p["values"], dtype=a[0].dtype)),
                     lambda a, p: _mg_copy(a[0], p["values"]),
                     lambda n, p: f"{n[0]}.copy_(mg.tensor({np.asarray(p['values']).tolist()}))"),
@@ -937,7 +948,7 @@ class _Gen:
         spec = OPS[op]
         vals = [self.np[r] for r in args]
         self.grad_before.append(list(self.grad))
-        if op in ("add_", "mul_", "fill_", "setitem", "copy_"):
+        if op in ("add_", "mul_", "fill_", "setitem", "copy_", "masked_fill_"):
             target = self.np[args[0]]
             writes = tuple(r for r in range(len(self.np))
                            if np.shares_memory(self.np[r], target))
@@ -1529,6 +1540,16 @@ def _mk_fill(g: _Gen) -> bool:
     return True
 
 
+def _mk_masked_fill(g: _Gen) -> bool:
+    t = g.pick(pred=g.writeable_target)
+    if t is None:
+        return False
+    mask = np.array([g.flag() for _ in range(int(np.prod(g.shape(t), dtype=int)))],
+                    dtype=bool).reshape(g.shape(t))
+    g.emit("masked_fill_", (t,), {"mask": mask.tolist(), "c": _scalar(g)})
+    return True
+
+
 def _mk_buffer(g: _Gen) -> bool:
     """A preallocated zeros buffer filled row by row with values that require grad,
     maybe with a view of it taken before the writes (used by the loss)."""
@@ -1635,7 +1656,9 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
      ("abs", _mk_unary("abs")), ("neg", _mk_unary("neg")), ("square", _mk_unary("square")),
      ("log_safe", _mk_unary("log_safe")), ("sqrt_safe", _mk_unary("sqrt_safe")),
      ("sin", _mk_unary("sin")), ("cos", _mk_unary("cos")), ("erf", _mk_unary("erf")),
-     ("log1p_safe", _mk_unary("log1p_safe")), ("rsqrt_safe", _mk_unary("rsqrt_safe"))],
+     ("log1p_safe", _mk_unary("log1p_safe")), ("rsqrt_safe", _mk_unary("rsqrt_safe")),
+     ("atan", _mk_unary("atan")), ("sinh", _mk_unary("sinh")),
+     ("log2_safe", _mk_unary("log2_safe"))],
     [("flip", _mk_along("flip")), ("roll", _mk_along("roll")), ("cumsum", _mk_along("cumsum")),
      ("tril", _mk_along("tril")), ("index_select", _mk_along("index_select"))],
     [("reshape", _mk_reshape), ("transpose", _mk_transpose), ("permute", _mk_permute),
@@ -1660,6 +1683,7 @@ INPLACE_MAKERS: list[tuple[str, Callable[[_Gen], bool]]] = [
     ("setitem", _mk_setitem),
     ("buffer", _mk_buffer),
     ("fill_", _mk_fill),
+    ("masked_fill_", _mk_masked_fill),
     ("index_inplace", _mk_index_inplace),
     ("index_clone", _mk_index_clone),
 ]
