@@ -52,6 +52,7 @@ from memgrad.nn.loss import (
 )
 from memgrad.nn.module import Module, ModuleList, Parameter, Sequential
 from memgrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm
+from memgrad.nn.transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 
 __all__ = [
     "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
@@ -61,5 +62,6 @@ __all__ = [
     "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "Unflatten",
     "Softmax", "LogSoftmax", "MultiheadSelfAttention", "TransformerBlock", "CrossEntropyLoss",
     "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
-    "KLDivLoss", "functional", "init", "utils",
+    "KLDivLoss", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
+    "functional", "init", "utils",
 ]
