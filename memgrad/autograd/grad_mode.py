@@ -25,6 +25,8 @@ class _State(threading.local):
     saved_hooks: tuple = ()
     # neither anomaly mode nor saved-tensor hooks: the dispatcher's one check for both
     plain = True
+    # the message of an active graph.disable_saved_tensors_hooks, else None
+    hooks_disabled: str | None = None
 
 
 state = _State()

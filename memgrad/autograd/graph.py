@@ -30,6 +30,7 @@ __all__ = [
     "AccumulateGrad",
     "RemovableHandle",
     "saved_tensors_hooks",
+    "disable_saved_tensors_hooks",
     "saved_tensors_hooks_with_op",
     "accumulator",
     "RetainGrad",
@@ -243,6 +244,8 @@ class saved_tensors_hooks:
         self.unpack_hook = unpack_hook
 
     def __enter__(self) -> saved_tensors_hooks:
+        if state.hooks_disabled is not None:
+            raise RuntimeError(state.hooks_disabled)
         state.saved_hooks = state.saved_hooks + (
             (self.pack_hook, self.unpack_hook, self.with_op),
         )
@@ -252,6 +255,33 @@ class saved_tensors_hooks:
     def __exit__(self, *exc: object) -> None:
         state.saved_hooks = state.saved_hooks[:-1]
         state.plain = not state.saved_hooks and not state.anomaly
+
+
+class disable_saved_tensors_hooks:
+    """Context manager: inside it, entering any ``saved_tensors_hooks`` (and so a
+    non-reentrant checkpoint or ``save_on_cpu``) raises ``RuntimeError(error_message)``,
+    for code that does not work with them. Per thread; hooks entered before stay active.
+
+    Example:
+        >>> import memgrad as mg
+        >>> graph = mg.autograd.graph
+        >>> with graph.disable_saved_tensors_hooks("no hooks here"):
+        ...     try:
+        ...         graph.saved_tensors_hooks(lambda t: t, lambda t: t).__enter__()
+        ...     except RuntimeError as e:
+        ...         print(e)
+        no hooks here
+    """
+
+    def __init__(self, error_message: str) -> None:
+        self.error_message = str(error_message)
+
+    def __enter__(self) -> None:
+        self._prev = state.hooks_disabled
+        state.hooks_disabled = self.error_message
+
+    def __exit__(self, *exc: object) -> None:
+        state.hooks_disabled = self._prev
 
 
 class saved_tensors_hooks_with_op(saved_tensors_hooks):

@@ -130,3 +130,22 @@ def test_bad_arguments():
         save_on_disk(min_bytes=-1)
     with pytest.raises(FileNotFoundError, match="save_on_disk: directory .* does not exist"):
         save_on_disk("/nonexistent/memgrad")
+
+
+def test_disable_saved_tensors_hooks_refuses_hooks_and_checkpoints_inside_it():
+    graph = mg.autograd.graph
+    x = mg.ones(3, requires_grad=True)
+    outer = []
+    with graph.saved_tensors_hooks(lambda t: outer.append(1) or t, lambda t: t):
+        with graph.disable_saved_tensors_hooks("feature X does not work with hooks"):
+            with pytest.raises(RuntimeError, match="feature X does not work with hooks"):
+                with graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+                    pass
+            with pytest.raises(RuntimeError, match="feature X"):
+                mg.checkpoint.checkpoint(lambda t: t.sin(), x)
+            y = x.sin()  # hooks entered before stay active
+        assert outer
+    with graph.saved_tensors_hooks(lambda t: t, lambda t: t):  # restored on exit
+        pass
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(1.0), rtol=1e-6)
