@@ -35,6 +35,8 @@ from dataclasses import dataclass
 __all__ = [
     "QUARTILES_FROM",
     "Timing",
+    "StepTimes",
+    "step_times",
     "round_order",
     "timed_rounds",
     "summarize",
@@ -185,3 +187,31 @@ def format_overhead(t: Timing) -> str:
     if t.ties_plain:
         return f"tie ±{max(abs(lo), abs(hi)):.0f}%"
     return f"{mid:+.0f}% ({lo:+.0f}..{hi:+.0f})"
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """The step times of a training run without its first ``warmup`` steps: their
+    ``median``, their spread ``low`` .. ``high`` (``spread``) and how many ``count``."""
+
+    median: float
+    low: float
+    high: float
+    count: int
+    warmup: int
+
+
+def step_times(seconds: Sequence[float], warmup: int) -> StepTimes | None:
+    """The statistics of ``seconds`` (one per training step, in order) after the first
+    ``warmup`` steps, which compile kernels and make the optimizer's state; None when no
+    step is left.
+
+    Example:
+        >>> step_times([9.0, 5.0, 1.0, 3.0, 2.0], warmup=2)
+        StepTimes(median=2.0, low=1.0, high=3.0, count=3, warmup=2)
+    """
+    counted = list(seconds[warmup:])
+    if not counted:
+        return None
+    low, high = spread(counted)
+    return StepTimes(statistics.median(counted), low, high, len(counted), warmup)

@@ -13,10 +13,12 @@ from memgrad.cli.timing import (
     round_order,
     spread,
     spread_name,
+    step_times,
     summarize,
     tied,
     timed_rounds,
 )
+from memgrad.cli.train import WARMUP_STEPS, _steps_line
 from memgrad.cli.tune import Config, TuneResult, _mark_ties, _recommend, _table
 
 
@@ -199,3 +201,20 @@ def test_the_table_names_the_interquartile_range_from_five_rounds():
     text = _render(configs, rounds=5)
     assert "vs plain (IQR)" in text and "interquartile range" in " ".join(text.split())
     assert "+30% (+20..+40)" in text
+
+
+def test_training_step_times_leave_out_the_warm_up_steps():
+    seconds = [5.0, 2.0, 0.30, 0.10, 0.20, 0.50, 0.40]  # two slow warm-up steps first
+    t = step_times(seconds, warmup=2)
+    assert t is not None and t.count == 5 and t.warmup == 2
+    assert t.median == pytest.approx(0.30)  # of 0.10 .. 0.50, not of all seven
+    assert (t.low, t.high) == (pytest.approx(0.20), pytest.approx(0.40))  # quartiles
+    few = step_times([5.0, 2.0, 0.3, 0.1], warmup=2)
+    assert few is not None and (few.median, few.low, few.high) == (
+        pytest.approx(0.2), 0.1, 0.3)  # min-max of two
+    assert step_times([5.0, 2.0], warmup=2) is None
+    line = _steps_line(t)
+    assert "median 300 ms" in line and "interquartile range 200..400 ms" in line
+    assert "over 5 steps after the first 2 (warm-up, not counted)" in line
+    assert "5000" not in line and "no step time" in _steps_line(None)
+    assert WARMUP_STEPS >= 1
