@@ -349,7 +349,8 @@ def _train(
             opt.step()
             seconds.append(time.perf_counter() - start)
             now = tokens_per_step / seconds[-1]
-            rate = now if i == 1 else 0.9 * rate + 0.1 * now
+            # the running average starts after the warm-up steps, which it would drag down
+            rate = now if i <= WARMUP_STEPS + 1 else 0.9 * rate + 0.1 * now
             losses.append(loss)
             peak = max(peak, trace.peak_above_start)
             progress.update(task, advance=1, loss=f"{loss:.3f}", rate=f"{rate:,.0f}",
