@@ -88,6 +88,8 @@ class SegmentPlan:
 
 def profile(functions: Sequence[Callable[[Any], Any]], input: Any) -> list[StageProfile]:
     """Run each stage once, in grad mode, measuring what it keeps for backward and its time.
+    The times are of this one run: run a training step first, so that they are of compiled
+    kernels, not of their first call.
 
     Example:
         >>> import memgrad as mg

@@ -382,7 +382,9 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
         "time, recompute overhead and "
         "whether every parameter's gradient equals the plain run's. Prints a table per model "
         "and recommends the fastest configuration whose measured peak fits the smallest "
-        "budget (or, when none does, the least peak).",
+        "budget (or, when none does, the least peak); configurations whose timing spreads "
+        "overlap are ties, and among those tied with the fastest the one with the least "
+        "predicted recomputation is recommended.",
         epilog=SIZE_HELP + "; a percentage is of the plain step's peak.",
     )
     p.add_argument("model", nargs="+", metavar="MODEL", help=MODEL_HELP)
@@ -392,8 +394,12 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--size", choices=("small", "bench"), default="small",
                    help="built-in model sizes: small (quick) or bench (the benchmark workloads "
                    "W1-W3); default: small")
-    p.add_argument("--repeats", type=_count(1), default=3,
-                   help="timed steps per configuration, the best counts (default: 3)")
+    p.add_argument("--repeats", type=_count(1), default=5,
+                   help="timed rounds after one untimed warm-up round; each round runs the "
+                   "plain step and every configuration once, interleaved. A step time is the "
+                   "median of its rounds, an overhead the median of the per-round ratios to "
+                   "the plain step with their spread (the interquartile range from 5 rounds, "
+                   "min-max below); default: 5")
     p.add_argument("--plot", metavar="FILE.png",
                    help="draw peak memory against step time, one point per configuration, "
                    "and the planner's frontier: plans at ten budgets, measured and predicted "

@@ -65,6 +65,14 @@ from memgrad.cli.measure import accounting, compare_grads, measure_step, time_st
 from memgrad.cli.output import CliError, check_writable, console, first_line
 from memgrad.cli.saved import MODEL_KEYS, load_run, save_run, saved_model
 from memgrad.cli.sizes import SizeError, format_bytes, parse_size, size_at_least
+from memgrad.cli.timing import (
+    StepTimes,
+    format_overhead,
+    spread_name,
+    step_times,
+    summarize,
+    timed_rounds,
+)
 from memgrad.distributed import (
     DistributedDataParallel,
     DistributedError,
@@ -102,6 +110,8 @@ DIST_FIX = "pip install 'memgrad[dist]'"
 TRAIN_DEFAULTS = {"d_model": 64, "heads": 4, "blocks": 4, "seq": 64, "dtype": "float32",
                   "lr": 3e-3, "batch": 16, "seed": 0}
 INTERRUPT_WAIT_SECONDS = 5  # for mpiexec to end its ranks after Ctrl-C, per attempt
+WARMUP_STEPS = 2  # training steps left out of the step-time statistics (compiling, AdamW state)
+COMPARE_ROUNDS = 5  # timed rounds of the plain and the planned step, after one warm-up round
 
 
 def stdlib_corpus(max_bytes: int = CORPUS_BYTES) -> tuple[bytes, list[Path]]:
@@ -290,9 +300,10 @@ def _shard_batches(sampler: DistributedSampler, batch: int,
 def _train(
     model: nn.Sequential, chosen: Plan, tokens: np.ndarray, args: argparse.Namespace,
     out: Console, run: dict[str, Any] | None,
-) -> tuple[list[float], mg.optim.AdamW]:
+) -> tuple[list[float], list[float], mg.optim.AdamW]:
     """The training loop, under a progress bar, continuing the saved ``run`` when given;
-    returns the loss of every step of this call (this rank's) and the optimizer. Memory
+    returns the loss and the seconds of every step of this call (this rank's) and the
+    optimizer. Memory
     accounting must be on (``accounting()``), so that tracking each step costs little.
     Every rank runs it (NOTE [ Data-parallel train ])."""
     world = dist.world_size()
@@ -315,7 +326,7 @@ def _train(
     every = args.log_every or max(1, args.steps // 10)
     tokens_per_step = args.batch * args.seq * world  # global: every rank's batch
     whose = " (rank 0)" if world > 1 else ""
-    peak, rate, losses = 0, 0.0, []
+    peak, rate, losses, seconds = 0, 0.0, [], []
     columns = (
         TextColumn("[bold]train[/]"), BarColumn(), MofNCompleteColumn(),
         TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[rate]} tok/s"),
@@ -336,8 +347,10 @@ def _train(
             loss = loss_t.item()
             del loss_t
             opt.step()
-            now = tokens_per_step / (time.perf_counter() - start)
-            rate = now if i == 1 else 0.9 * rate + 0.1 * now
+            seconds.append(time.perf_counter() - start)
+            now = tokens_per_step / seconds[-1]
+            # the running average starts after the warm-up steps, which it would drag down
+            rate = now if i <= WARMUP_STEPS + 1 else 0.9 * rate + 0.1 * now
             losses.append(loss)
             peak = max(peak, trace.peak_above_start)
             progress.update(task, advance=1, loss=f"{loss:.3f}", rate=f"{rate:,.0f}",
@@ -349,36 +362,60 @@ def _train(
                 )
     opt.zero_grad()
     handle.remove()
-    return losses, opt
+    return losses, seconds, opt
 
 
 def _compare(
-    model: nn.Sequential, chosen: Plan, x: mg.Tensor, y: mg.Tensor, out: Console
+    model: nn.Sequential, chosen: Plan, x: mg.Tensor, y: mg.Tensor, steps: StepTimes | None,
+    out: Console,
 ) -> None:
-    """Print the planned and the plain step side by side, on the same batch and weights."""
+    """Print the planned and the plain step side by side, on the same batch and weights,
+    timed in pairs (NOTE [ Paired timing ] in ``memgrad.cli.timing``), and the training
+    steps' times without the warm-up steps."""
     loss_fn = lm_loss(y)
     with accounting():
         plain = measure_step(model, x, loss_fn, None)
         planned = measure_step(model, x, loss_fn, chosen)
     diff = compare_grads(plain.grads, planned.grads)
-    plain_s = planned_s = float("inf")
-    for _ in range(2):  # interleaved, so that a change in the machine's load hits both alike
-        plain_s = min(plain_s, time_step(model, x, loss_fn, None))
-        planned_s = min(planned_s, time_step(model, x, loss_fn, chosen))
-    table = Table(title="one step (forward + loss + backward), same batch and weights")
-    for name in ("step", "plan", "peak", "predicted", "time", "gradients"):
+    segments = (None, chosen)
+    rounds = timed_rounds(lambda i: time_step(model, x, loss_fn, segments[i]), 2,
+                          COMPARE_ROUNDS)
+    plain_t, planned_t = summarize(rounds)
+    spread = spread_name(COMPARE_ROUNDS)
+    table = Table(
+        title="one step (forward + loss + backward), same batch and weights",
+        caption=f"time: the median of {COMPARE_ROUNDS} rounds of the plain and the planned "
+        "step after an untimed warm-up round; vs plain: the median of the per-round ratios, "
+        f"in brackets their {spread}; 'tie ±x%' when that spread includes 0%",
+        caption_justify="left",
+    )
+    versus = f"vs plain ({'IQR' if spread == 'interquartile range' else spread})"
+    for name in ("step", "plan", "peak", "predicted", "time", versus, "gradients"):
         table.add_column(name, justify="left" if name in ("step", "plan", "gradients")
                          else "right", no_wrap=name != "plan")
     table.add_row("plain", "all kept", format_bytes(plain.peak), "-",
-                  f"{plain_s * 1e3:.0f} ms", "reference")
+                  f"{plain_t.seconds * 1e3:.0f} ms", "reference", "reference")
     table.add_row(
         "planned", _describe(chosen),
         f"{format_bytes(planned.peak)} ({100 * planned.peak / plain.peak:.0f}%)",
         format_bytes(chosen.predicted_peak),
-        f"{planned_s * 1e3:.0f} ms ({100 * (planned_s / plain_s - 1):+.0f}%)",
+        f"{planned_t.seconds * 1e3:.0f} ms", format_overhead(planned_t),
         "exact" if diff == 0 else f"differ by up to {diff:.2g}",
     )
     out.print(table)
+    out.print(_steps_line(steps))
+
+
+def _steps_line(steps: StepTimes | None) -> str:
+    """The training steps' time (forward, backward and the optimizer, planned), as the
+    command prints it after the comparison."""
+    if steps is None:
+        return (f"training steps: every step was a warm-up step (the first {WARMUP_STEPS} "
+                "compile kernels and make the optimizer's state), so no step time is given")
+    return (f"training step (planned, with the optimizer): median {steps.median * 1e3:.0f} ms, "
+            f"{spread_name(steps.count)} {steps.low * 1e3:.0f}..{steps.high * 1e3:.0f} ms, "
+            f"over {steps.count} step{'s' if steps.count != 1 else ''} after the first "
+            f"{steps.warmup} (warm-up, not counted)")
 
 
 def printable(data: bytes) -> str:
@@ -622,7 +659,7 @@ def _run_train(args: argparse.Namespace) -> int:
         if rank == 0:
             with mg.no_grad():
                 held_before = lm_loss(yh)(model(xh)).item()
-        losses, opt = _train(model, chosen, train_tokens, args, out, run)
+        losses, seconds, opt = _train(model, chosen, train_tokens, args, out, run)
     rng_after = mg.get_rng_state()
     if rank != 0:
         return 0  # NOTE [ Data-parallel train ] step 3: the rest is rank 0's alone
@@ -633,7 +670,7 @@ def _run_train(args: argparse.Namespace) -> int:
         f"loss {losses[0]:.3f} -> {losses[-1]:.3f} ({whose}); held-out "
         f"{held_before:.3f} -> {held_after:.3f}"
     )
-    _compare(model, chosen, x0, y0, out)
+    _compare(model, chosen, x0, y0, step_times(seconds, WARMUP_STEPS), out)
     if args.samples:
         _samples(model, held_out, args, out)
     if save is not None:

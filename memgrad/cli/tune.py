@@ -12,8 +12,10 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +60,14 @@ from memgrad.cli.sizes import (
     parse_sizes,
     size_at_least,
 )
+from memgrad.cli.timing import (
+    Timing,
+    format_overhead,
+    spread_name,
+    summarize,
+    tied,
+    timed_rounds,
+)
 from memgrad.cli.workloads import Workload, load_workload
 from memgrad.errors import PlanError
 from memgrad.memory import TimelineEntry
@@ -67,6 +77,7 @@ __all__ = [
     "TuneResult",
     "equal_counts",
     "sweep",
+    "segment_profile",
     "plain_step",
     "choose_plan",
     "choose_graph_plan",
@@ -76,6 +87,8 @@ __all__ = [
 ]
 
 PERCENT_OF = "the plain step's peak"
+WARMUP_ROUNDS = 1  # untimed rounds of every configuration before the timed ones
+SPREAD_SHORT = {"interquartile range": "IQR", "min-max": "min-max"}
 
 
 @dataclass
@@ -92,7 +105,8 @@ class Config:
     predicted_peak: int | None = None
     predicted_extra_seconds: float | None = None
     peak: int | None = None
-    seconds: float | None = None
+    timing: Timing | None = None  # of the timed rounds (memgrad.cli.timing)
+    tied_with: list[str] = field(default_factory=list)  # the other runs it ties with
     grad_diff: float | None = None
     smallest_feasible: int | None = None
     timeline: list[TimelineEntry] = field(default_factory=list, repr=False)
@@ -112,6 +126,18 @@ class Config:
         return self.peak is not None
 
     @property
+    def seconds(self) -> float | None:
+        """The median of its timed rounds."""
+        return None if self.timing is None else self.timing.seconds
+
+    @property
+    def checkpointed(self) -> int:
+        """How many segments are recomputed (the levels of recomputation, for a plan)."""
+        if self.plan is not None:
+            return self.plan.depth - 1
+        return max(0, len(self.bounds or ()) - 1)
+
+    @property
     def feasible(self) -> bool:
         return self.bounds is not None or self.plan is not None
 
@@ -120,8 +146,9 @@ class Config:
         """Every parameter's gradient equals the plain run's, bit for bit."""
         return self.grad_diff == 0.0
 
-    def to_json(self, plain_seconds: float) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         """The configuration as plain JSON values (no timeline)."""
+        t = self.timing
         return {
             "name": self.name,
             "kind": self.kind,
@@ -136,7 +163,11 @@ class Config:
             "predicted_extra_seconds": self.predicted_extra_seconds,
             "peak_bytes": self.peak,
             "seconds": self.seconds,
-            "overhead": None if self.seconds is None else self.seconds / plain_seconds - 1,
+            "round_seconds": None if t is None else list(t.rounds),
+            "overhead": None if t is None else t.overhead,
+            "overhead_spread": None if t is None else [t.low - 1, t.high - 1],
+            "ties_plain": None if t is None else t.ties_plain,
+            "tied_with": self.tied_with,
             "grads_match": self.grads_match if self.measured else None,
             "max_grad_diff": self.grad_diff,
         }
@@ -154,6 +185,8 @@ class TuneResult:
     budgets: list[tuple[str, int]]
     recommended: Config
     rule: str
+    rounds: int = 0  # timed rounds, after the warm-up
+    warmup: int = 0  # untimed rounds before them
     frontier: list[tuple[int, float]] = field(default_factory=list)  # measured (peak, s)
     # the chain program's least predicted step time at each budget: (budget, s)
     predicted_frontier: list[tuple[int, float]] = field(default_factory=list)
@@ -176,8 +209,16 @@ class TuneResult:
             "stages": self.stages,
             "plain_peak_bytes": self.plain.peak,
             "plain_seconds": self.plain.seconds,
+            "timing": {
+                "warmup_rounds": self.warmup,
+                "rounds": self.rounds,
+                "seconds": "median of the rounds",
+                "overhead": "median of the per-round ratios to the plain step, minus 1",
+                "spread": spread_name(self.rounds),
+                "tie": "ratio spreads overlap",
+            },
             "budgets": [{"budget": text, "bytes": n} for text, n in self.budgets],
-            "configurations": [c.to_json(self.plain.seconds) for c in self.configs],
+            "configurations": [c.to_json() for c in self.configs],
             "recommended": self.recommended.name,
             "rule": self.rule,
             "frontier": [{"peak_bytes": b, "seconds": t} for b, t in self.frontier],
@@ -265,15 +306,34 @@ def choose_graph_plan(
         ) from None
 
 
+def segment_profile(workload: Workload, repeats: int = 3) -> list[StageProfile]:
+    """The segment profile of an ``nn.Sequential`` workload, taken ``repeats`` times: the
+    bytes of the first, each stage's median forward time. Run it after a warm-up step
+    (``plain_step``), so that the times are of compiled kernels.
+
+    Example:
+        >>> w = load_workload("mlp")
+        >>> len(segment_profile(w, repeats=2)) == len(w.stages)
+        True
+    """
+    runs = [profile(workload.stages, workload.input) for _ in range(max(1, repeats))]
+    return [dataclasses.replace(p, seconds=statistics.median(r[i].seconds for r in runs))
+            for i, p in enumerate(runs[0])]
+
+
 def sweep(
-    workload: Workload, budgets: Sequence[Size], repeats: int = 3, in_place: bool = False,
+    workload: Workload, budgets: Sequence[Size], repeats: int = 5, in_place: bool = False,
     frontier: bool = False,
 ) -> TuneResult:
     """Measure one step of ``workload`` plainly, with each of ``equal_counts`` (an
     ``nn.Sequential``'s) and with the graph planner's plan under each budget (a percentage
     is of the plain peak); with ``frontier``, also plans at ten budgets from the least
-    feasible to the plain peak. Each measured configuration runs once under the tracker
-    (peak, timeline, gradients) and ``repeats`` times untracked (best time).
+    feasible to the plain peak. Each distinct configuration runs once under the tracker
+    (peak, timeline, gradients), then all of them, the plain step included, run in one
+    untimed warm-up round and ``repeats`` timed rounds (NOTE [ Paired timing ] in
+    ``memgrad.cli.timing``): its time is the median, its overhead the median of its
+    per-round ratios to the plain step, with their spread and the configurations it ties
+    with.
 
     Example:
         >>> r = sweep(load_workload("mlp"), [parse_size("64MB")], repeats=1)
@@ -283,17 +343,15 @@ def sweep(
     model, x, loss_fn = workload.model, workload.input, workload.loss_fn
     n = len(workload.stages)
     with accounting():  # one scan of live objects for all the tracked runs
-        plain_result = plain_step(workload, in_place)
+        plain_result = plain_step(workload, in_place)  # also the first warm-up step
         # the segment profile follows the gradients' state (in_place)
-        profiles = profile(workload.stages, x) if workload.sequential else None
+        profiles = segment_profile(workload, repeats) if workload.sequential else None
         graph = graph_profile(workload, in_place, repeats)
         resolved = [(str(b), b.resolve(plain_result.peak)) for b in budgets]
         runs = _configurations(profiles, graph, resolved, n)
         frontier_plans = _frontier_plans(graph, plain_result.peak) if frontier else []
-        # tracked runs first (peak, timeline, gradients), then the timed runs round-robin,
-        # so that a change in the machine's load falls on every configuration alike
         first: dict[tuple, Config] = {}
-        timed: list[tuple[Config, Any]] = []
+        timed: list[Any] = []  # what run_step takes, per distinct configuration
         for c, segments in runs:
             if not c.feasible or c.key in first:
                 continue
@@ -302,35 +360,41 @@ def sweep(
                       else measure_step(model, x, loss_fn, segments, in_place))
             c.peak, c.timeline, c.start_bytes = result.peak, result.timeline, result.start_bytes
             c.grad_diff = compare_grads(plain_result.grads, result.grads)
-            c.seconds = float("inf")
-            timed.append((c, segments))
-        points = []
-        for p in frontier_plans:
-            points.append([measure_step(model, x, loss_fn, p, in_place).peak, float("inf"), p])
-    for _ in range(repeats):
-        for c, segments in timed:
-            c.seconds = min(c.seconds, time_step(model, x, loss_fn, segments, in_place))
-        for point in points:
-            point[1] = min(point[1], time_step(model, x, loss_fn, point[2], in_place))
+            timed.append(segments)
+        peaks = [measure_step(model, x, loss_fn, p, in_place).peak for p in frontier_plans]
+    distinct = list(first.values())  # the plain step first: the reference of the ratios
+    timed += frontier_plans
+    rounds = timed_rounds(lambda i: time_step(model, x, loss_fn, timed[i], in_place),
+                          len(timed), repeats, WARMUP_ROUNDS)
+    timings = summarize(rounds)
+    for c, t in zip(distinct, timings):
+        c.timing = t
+    _mark_ties(distinct)
     for c, _ in runs:
         done = first.get(c.key)
         if c.feasible and done is not None and done is not c:  # the same run, another name
-            c.peak, c.seconds, c.grad_diff = done.peak, done.seconds, done.grad_diff
-            c.timeline, c.start_bytes = done.timeline, done.start_bytes
+            c.peak, c.timing, c.grad_diff = done.peak, done.timing, done.grad_diff
+            c.tied_with, c.timeline, c.start_bytes = done.tied_with, done.timeline, done.start_bytes
 
     configs = [c for c, _ in runs]
     recommended, rule = _recommend([c for c in configs if c.measured], resolved)
+    plain_seconds = timings[0].seconds
     predicted = []
     if frontier:
         top = plan_from_graph_profile(graph, plain_result.peak)
-        predicted = [(b, plain_result_seconds(timed) + extra) for b, extra in top.frontier]
+        predicted = [(b, plain_seconds + extra) for b, extra in top.frontier]
+    measured_frontier = [(peak, t.seconds) for peak, t in zip(peaks, timings[len(distinct):])]
     return TuneResult(workload.name, workload.title, n, configs, resolved, recommended, rule,
-                      [(peak, seconds) for peak, seconds, _ in points], predicted)
+                      repeats, WARMUP_ROUNDS, measured_frontier, predicted)
 
 
-def plain_result_seconds(timed: list[tuple[Config, Any]]) -> float:
-    """The plain configuration's best time among the timed ones."""
-    return next(c.seconds for c, segments in timed if c.kind == "plain")
+def _mark_ties(distinct: list[Config]) -> None:
+    """Set each configuration's ``tied_with``: the others whose ratio spread overlaps its
+    own."""
+    for c in distinct:
+        assert c.timing is not None
+        c.tied_with = [o.name for o in distinct
+                       if o is not c and o.timing is not None and tied(c.timing, o.timing)]
 
 
 def _frontier_plans(graph: GraphProfile, plain_peak: int, count: int = 10) -> list[Plan]:
@@ -376,22 +440,62 @@ def _configurations(
     return runs
 
 
+RECOMMEND_TIES = (
+    "; of those that tie with the fastest, the one with the least predicted recompute time, "
+    "then the fewest checkpointed segments"
+)
+
+
+def _ratio(c: Config) -> float:
+    assert c.timing is not None
+    return c.timing.ratio
+
+
+def _fewest_recomputations(fits: list[Config]) -> tuple[Config, str]:
+    """The fastest of ``fits`` (least median ratio to the plain step), or, among those that
+    tie with it, the one with the least predicted recompute time (then the fewest
+    checkpointed segments); with a note naming the fastest when it is not the one."""
+    fastest = min(fits, key=lambda c: (_ratio(c), c.peak))
+    assert fastest.timing is not None
+    ties = [c for c in fits if c.timing is not None and tied(c.timing, fastest.timing)]
+    best = min(ties, key=lambda c: (c.predicted_extra_seconds or 0.0, c.checkpointed,
+                                    _ratio(c), c.peak))
+    note = "" if best.key == fastest.key else f" ({fastest.name}, the fastest, ties with it)"
+    return best, note
+
+
 def _recommend(measured: list[Config], budgets: list[tuple[str, int]]) -> tuple[Config, str]:
+    """The configuration ``memgrad tune`` recommends and the rule that chose it: among those
+    with exact gradients whose measured peak fits the smallest budget any fits, the fastest,
+    where a tie (NOTE [ Paired timing ]) goes to the fewest recomputations; the least peak
+    when none fits.
+
+    Example:
+        >>> from memgrad.cli.timing import summarize
+        >>> plain = Config("plain", "plain", [(0, 2)], peak=9, grad_diff=0.0)
+        >>> two = Config("2 segments", "equal", [(0, 1), (1, 2)], peak=5, grad_diff=0.0,
+        ...              predicted_extra_seconds=0.1)
+        >>> plain.timing, two.timing = summarize([[1.0, 0.8], [1.0, 1.1], [1.0, 0.9]])
+        >>> best, rule = _recommend([plain, two], [("10B", 10)])
+        >>> best.name, rule.endswith("(2 segments, the fastest, ties with it)")
+        ('plain', True)
+    """
     exact = [c for c in measured if c.grads_match] or measured
     missed = []
     for text, limit in sorted(budgets, key=lambda b: b[1]):
-        fits = [c for c in exact if c.peak <= limit]
+        fits = [c for c in exact if c.peak is not None and c.peak <= limit]
         if fits:
-            best = min(fits, key=lambda c: (c.seconds, c.peak))
+            best, note = _fewest_recomputations(fits)
             rule = (
                 "the fastest configuration with exact gradients whose measured peak fits the "
                 f"smallest budget that any fits ({text} = {format_bytes(limit)})"
+                + RECOMMEND_TIES + note
             )
             if missed:
                 rule += f"; none fits {', '.join(missed)}"
             return best, rule
         missed.append(text)
-    best = min(exact, key=lambda c: (c.peak, c.seconds))
+    best = min(exact, key=lambda c: (c.peak, _ratio(c)))
     rule = "the configuration with exact gradients and the least measured peak"
     return best, rule + (f"; none fits {', '.join(missed)}" if missed else "")
 
@@ -408,44 +512,80 @@ def _cuts(bounds: list[tuple[int, int]]) -> str:
     return ", ".join(map(str, cuts))
 
 
+def _ties(result: TuneResult) -> str:
+    """The pairs of distinct configurations whose spreads overlap, as the table's caption
+    lists them: ``a ~ b, c`` for a tied with b and with c."""
+    seen: set[tuple] = set()
+    parts = []
+    names = {c.name: c for c in result.measured}
+    for c in result.measured:
+        if c.key in seen:
+            continue
+        seen.add(c.key)
+        later = [o for o in c.tied_with if names[o].key not in seen]
+        if later:
+            parts.append(f"{c.name} ~ {', '.join(later)}")
+    return "; ".join(parts) if parts else "none"
+
+
+def _caption(result: TuneResult) -> str:
+    n = result.rounds
+    return (
+        f"recommended: {result.recommended.name}, {result.rule}\n"
+        "predicted: the peak and the recompute time per step that the planner predicts; "
+        f"step time: the median of {n} timed round{'s' if n != 1 else ''} after "
+        f"{result.warmup} untimed warm-up round, each running the plain step and every "
+        "configuration in turn, in an order that changes from round to round; vs plain: the "
+        f"median of the per-round ratios to the plain step, in brackets their {spread_name(n)}"
+        "; 'tie ±x%' when that spread includes 0% (x: its widest reach from 0%)\n"
+        f"ties (spreads overlap): {_ties(result)}"
+    )
+
+
 def _table(result: TuneResult) -> Table:
     plain = result.plain
     budgets = ", ".join(f"{text} = {format_bytes(n)}" for text, n in result.budgets)
     table = Table(
         title=f"memgrad tune {result.title}: {result.stages} stages"
         + (f"; budgets {budgets}" if budgets else ""),
-        caption=f"recommended: {result.recommended.name}, {result.rule}",
+        caption=_caption(result),
         caption_justify="left",
     )
     for name, justify in (
-        ("configuration", "left"), ("segments", "right"), ("cuts at / levels", "left"),
-        ("peak (of plain)", "right"), ("predicted", "right"), ("step time (overhead)", "right"),
-        ("grads", "left"),
+        ("configuration", "left"), ("segments (cuts at)", "left"), ("peak (of plain)", "right"),
+        ("predicted", "right"), ("step time", "right"),
+        (f"vs plain ({SPREAD_SHORT[spread_name(result.rounds)]})", "right"), ("grads", "left"),
     ):
-        table.add_column(name, justify=justify, min_width=5, no_wrap=name == "configuration")
+        table.add_column(name, justify=justify, min_width=5, no_wrap=True)
     for c in result.configs:
         if not c.feasible:
-            table.add_row(c.name, "-", "none fits", "-",
-                          f"least {format_bytes(c.smallest_feasible)}", "-", "-", style="dim")
+            table.add_row(c.name, "none fits", "-", f"least {format_bytes(c.smallest_feasible)}",
+                          "-", "-", "-", style="dim")
             continue
-        overhead = "" if c is plain else f" ({100 * (c.seconds / plain.seconds - 1):+.0f}%)"
+        assert c.timing is not None and c.peak is not None and plain.peak is not None
         if c.plan is not None:
             levels = c.plan.depth - 1
-            shape = (f"{c.plan.stages} stages", f"{levels} level{'s' if levels != 1 else ''} of "
-                     "recompute")
+            shape = f"{c.plan.stages} stages, {levels} level{'s' if levels != 1 else ''}"
         else:
             assert c.bounds is not None
-            shape = (str(len(c.bounds)), _cuts(c.bounds))
+            shape = str(len(c.bounds)) + ("" if len(c.bounds) == 1 else f" ({_cuts(c.bounds)})")
         table.add_row(
             c.name,
-            *shape,
+            shape,
             f"{format_bytes(c.peak)} ({100 * c.peak / plain.peak:.0f}%)",
-            format_bytes(c.predicted_peak),
-            f"{c.seconds * 1e3:.1f} ms{overhead}",
+            f"{format_bytes(c.predicted_peak)} +{_ms(c.predicted_extra_seconds or 0.0)}",
+            _ms(c.timing.seconds),
+            "reference" if c is plain else format_overhead(c.timing),
             "exact" if c.grads_match else f"differ by {c.grad_diff:.2g}",
             style="bold green" if c is result.recommended else None,
         )
     return table
+
+
+def _ms(seconds: float) -> str:
+    """Seconds in milliseconds: whole from 10 ms, else two significant figures."""
+    ms = seconds * 1e3
+    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.2g} ms"
 
 
 def _points(result: TuneResult) -> list[Point]:
@@ -478,8 +618,8 @@ def run_tune(args: argparse.Namespace) -> int:
         if not args.json:
             grads = "gradients zeroed in place" if in_place else "from cleared gradients"
             out.print(f"measuring {w.title}: one training step (forward + loss + backward, "
-                      f"{grads}) per configuration, best of {args.repeats} timed...",
-                      style="dim")
+                      f"{grads}) per configuration, in {args.repeats} interleaved rounds "
+                      "after a warm-up round...", style="dim")
         result = sweep(w, budgets, args.repeats, in_place, frontier=bool(plot))
         results.append(result)
         if not args.json:

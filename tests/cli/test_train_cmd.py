@@ -28,6 +28,13 @@ def test_train_learns_and_saves_loadable_weights(cli, tmp_path):
     assert re.search(r"^loss [0-9.]+ -> [0-9.]+ \(training batches\); held-out", out, re.M)
     assert "plan: " in out and "predicted peak" in out
     assert re.search(r"planned .* exact", out)
+    assert re.search(r"^│ planned .* ms │ +(tie ±\d+%|[+-]\d+% \([+-]\d+\.\.[+-]\d+\)) │", out,
+                     re.M)
+    flat = " ".join(out.split())
+    assert "vs plain (IQR)" in out and "the median of 5 rounds" in flat
+    assert re.search(r"training step \(planned, with the optimizer\): median \d+ ms, "
+                     r"interquartile range \d+\.\.\d+ ms, over 10 steps after the first 2 "
+                     r"\(warm-up, not counted\)", flat)
     assert "sample 1" in out
     path = tmp_path / "weights.npz"
     assert f"to {path}" in out.replace("\n", "")

@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from memgrad.cli.tune import Config, _recommend, equal_counts
+from memgrad.cli.tune import equal_counts
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
@@ -44,8 +45,41 @@ def test_tune_json_on_a_small_mlp(cli):
     for c in measured:
         predicted, peak = c["predicted_peak_bytes"], c["peak_bytes"]
         assert abs(predicted - peak) <= 0.15 * peak, c["name"]
-        assert c["seconds"] > 0 and c["overhead"] == pytest.approx(
-            c["seconds"] / result["plain_seconds"] - 1)
+    timing = result["timing"]
+    assert timing["rounds"] == 1 and timing["warmup_rounds"] == 1
+    assert timing["spread"] == "min-max"
+    for c in measured:
+        (t,) = c["round_seconds"]  # one timed round: the median is that round
+        (plain_t,) = configs["plain"]["round_seconds"]
+        assert c["seconds"] == t > 0
+        assert c["overhead"] == pytest.approx(t / plain_t - 1)
+        assert c["overhead_spread"] == [pytest.approx(c["overhead"])] * 2
+        # one round has no spread: only the plain step itself ties with the plain step
+        assert c["ties_plain"] == (c["overhead"] == 0.0)
+
+
+def test_tune_json_medians_spreads_and_ties(cli):
+    r = cli("tune", "tests.cli.factories:tiny", "--json", "--repeats", "5",
+            "--budgets", "50%")
+    assert r.returncode == 0, r.stderr
+    (result,) = json.loads(r.stdout)["models"]
+    assert result["timing"]["rounds"] == 5 and result["timing"]["spread"] == \
+        "interquartile range"
+    configs = {c["name"]: c for c in result["configurations"] if c["feasible"]}
+    plain = np.array(configs["plain"]["round_seconds"])
+    for name, c in configs.items():
+        rounds = np.array(c["round_seconds"])
+        assert len(rounds) == 5 and c["seconds"] == pytest.approx(np.median(rounds))
+        ratios = rounds / plain
+        assert c["overhead"] == pytest.approx(np.median(ratios) - 1)
+        assert c["overhead_spread"] == pytest.approx(list(np.percentile(ratios, [25, 75]) - 1))
+        lo, hi = c["overhead_spread"]
+        assert c["ties_plain"] == (lo <= 0 <= hi)
+        for other in c["tied_with"]:  # overlapping spreads, both ways
+            assert name in configs[other]["tied_with"]
+            olo, ohi = configs[other]["overhead_spread"]
+            assert lo <= ohi and olo <= hi
+    assert result["recommended"] in configs and "tie with the fastest" in result["rule"]
 
 
 def test_tune_table_of_a_factory_with_absolute_budgets(cli):
@@ -92,23 +126,6 @@ def test_equal_counts():
     assert equal_counts(3) == [1, 2, 3]
     assert equal_counts(16) == [1, 2, 4, 16]
     assert equal_counts(32) == [1, 2, 4, 6, 32]
-
-
-def _config(name: str, peak: int, seconds: float, diff: float = 0.0) -> Config:
-    return Config(name, "equal", [(0, 1)], peak=peak, seconds=seconds, grad_diff=diff)
-
-
-def test_recommend_the_fastest_that_fits_the_smallest_budget_any_fits():
-    plain, two, four = _config("plain", 100, 1.0), _config("2", 70, 1.2), _config("4", 50, 1.4)
-    best, rule = _recommend([plain, two, four], [("50%", 50), ("75%", 75)])
-    assert best is four and "50%" in rule
-    best, rule = _recommend([plain, two, four], [("40%", 40), ("75%", 75)])
-    assert best is two and "none fits 40%" in rule
-    best, rule = _recommend([plain, two, four], [("10%", 10)])
-    assert best is four and "least measured peak" in rule
-    inexact = _config("inexact", 10, 0.1, diff=1e-3)
-    best, _ = _recommend([plain, two, inexact], [("50%", 50)])
-    assert best is two  # gradients that differ from the plain run are never recommended
 
 
 def test_gradients_zeroed_in_place_leave_only_activations_and_transients(cli):
