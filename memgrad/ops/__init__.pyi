@@ -19,24 +19,29 @@ from memgrad.tensor import Tensor
 __all__ = [
     'abs', 'acos', 'add', 'addmm', 'all', 'allclose', 'amax', 'amin', 'any', 'argmax', 'argmin',
     'argsort', 'asin', 'atan', 'atan2', 'baddbmm', 'bernoulli', 'bmm', 'broadcast_to', 'cat',
-    'ceil', 'chunk', 'clamp', 'clip', 'clone', 'concat', 'cos', 'cosh', 'cumsum', 'div', 'dot',
-    'einsum', 'eq', 'equal', 'erf', 'exp', 'expand', 'expm1', 'flatten', 'flip', 'floor',
+    'ceil', 'chunk', 'clamp', 'clip', 'clone', 'concat', 'cos', 'cosh', 'cumsum', 'diag', 'div',
+    'dot', 'einsum', 'eq', 'equal', 'erf', 'exp', 'expand', 'expm1', 'flatten', 'flip', 'floor',
     'floor_divide', 'fmod', 'gather', 'ge', 'gt', 'hstack', 'index_select', 'isfinite', 'isinf',
     'isnan', 'le', 'lerp', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logical_and',
-    'logical_or', 'logical_xor', 'logsumexp', 'lt', 'masked_fill', 'matmul', 'max', 'maximum',
-    'mean', 'min', 'minimum', 'mm', 'movedim', 'mul', 'multinomial', 'narrow', 'ne', 'neg', 'norm',
-    'numel', 'outer', 'permute', 'pow', 'prod', 'relu', 'remainder', 'repeat', 'repeat_interleave',
-    'reshape', 'roll', 'round', 'rsqrt', 'scatter', 'scatter_add', 'sigmoid', 'sign', 'sin',
-    'sinh', 'softmax', 'sort', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'sub', 'sum',
-    't', 'take_along_dim', 'tan', 'tanh', 'tile', 'topk', 'transpose', 'tril', 'triu',
-    'true_divide', 'trunc', 'unbind', 'unflatten', 'unsqueeze', 'var', 'view', 'vstack', 'where',
+    'logical_or', 'logical_xor', 'logsumexp', 'lt', 'masked_fill', 'masked_select', 'matmul',
+    'max', 'maximum', 'mean', 'meshgrid', 'min', 'minimum', 'mm', 'movedim', 'mul', 'multinomial',
+    'narrow', 'ne', 'neg', 'nonzero', 'norm', 'numel', 'outer', 'permute', 'pow', 'prod', 'relu',
+    'remainder', 'repeat', 'repeat_interleave', 'reshape', 'roll', 'round', 'rsqrt', 'scatter',
+    'scatter_add', 'sigmoid', 'sign', 'sin', 'sinh', 'softmax', 'sort', 'split', 'sqrt', 'square',
+    'squeeze', 'stack', 'std', 'sub', 'sum', 't', 'take_along_dim', 'tan', 'tanh', 'tile', 'topk',
+    'transpose', 'tril', 'triu', 'true_divide', 'trunc', 'unbind', 'unflatten', 'unique',
+    'unsqueeze', 'var', 'view', 'vstack', 'where',
 ]
 
 from memgrad.ops.arrange import argsort as argsort
 from memgrad.ops.arrange import cumsum as cumsum
+from memgrad.ops.arrange import diag as diag
 from memgrad.ops.arrange import flip as flip
 from memgrad.ops.arrange import index_select as index_select
 from memgrad.ops.arrange import masked_fill as masked_fill
+from memgrad.ops.arrange import masked_select as masked_select
+from memgrad.ops.arrange import meshgrid as meshgrid
+from memgrad.ops.arrange import nonzero as nonzero
 from memgrad.ops.arrange import prod as prod
 from memgrad.ops.arrange import repeat as repeat
 from memgrad.ops.arrange import repeat_interleave as repeat_interleave
@@ -47,6 +52,7 @@ from memgrad.ops.arrange import tile as tile
 from memgrad.ops.arrange import topk as topk
 from memgrad.ops.arrange import tril as tril
 from memgrad.ops.arrange import triu as triu
+from memgrad.ops.arrange import unique as unique
 from memgrad.ops.draws import bernoulli as bernoulli
 from memgrad.ops.draws import multinomial as multinomial
 from memgrad.ops.elementwise import abs as abs

@@ -24,13 +24,14 @@ import numpy as np
 from memgrad.errors import ShapeError
 from memgrad.ops.elementwise import where
 from memgrad.ops.indexing import _index_tensor, gather
-from memgrad.ops.movement import cat, check_indices, expand, getitem, reshape
+from memgrad.ops.movement import cat, check_indices, expand, getitem, index_scatter, reshape
 from memgrad.ops.reduce import normalize_dims
 from memgrad.ops.registry import primitive, public
 from memgrad.tensor import Tensor
 
 __all__ = ["contiguous", "tril", "triu", "roll", "flip", "repeat", "tile", "repeat_interleave",
            "index_select", "scatter", "masked_fill", "sort", "argsort", "topk", "cumsum", "prod",
+           "nonzero", "masked_select", "unique", "diag", "meshgrid",
            "SortResult", "TopkResult"]
 
 SortResult = namedtuple("SortResult", ["values", "indices"])
@@ -549,3 +550,146 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *,
     d = _dim(dim, input.ndim, "prod")
     out = _prod_along(input, d)
     return out.unsqueeze(d) if keepdim else out
+
+
+@public
+def nonzero(input: Tensor, *, as_tuple: bool = False) -> Any:
+    """The indices of the nonzero elements: an ``(n, ndim)`` int64 tensor in row-major
+    order, or with ``as_tuple=True`` one 1-D tensor per dimension (what indexing takes).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.tensor([[0, 3], [5, 0]]).nonzero()
+        tensor([[0, 1],
+                [1, 0]])
+    """
+    data = input._data if input.ndim else input._data.reshape(1)
+    where_ = np.nonzero(data)
+    if as_tuple:
+        return tuple(Tensor(np.asarray(w, dtype=np.int64)) for w in where_)
+    found = np.stack(where_, axis=1).astype(np.int64) if data.ndim else np.zeros((0, 0))
+    return Tensor(found if input.ndim else found[:, :0])
+
+
+@public
+def masked_select(input: Tensor, mask: Any) -> Tensor:
+    """The elements of ``input`` where the bool ``mask`` is True (the two broadcast to one
+    shape), as a 1-D tensor in row-major order; the gradient goes back to those elements.
+
+    Example:
+        >>> import memgrad as mg
+        >>> x = mg.tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> x.masked_select(x > 1.5)
+        tensor([2., 3., 4.])
+    """
+    if not isinstance(mask, Tensor):
+        mask = Tensor(np.asarray(mask))
+    if mask.dtype != np.bool_:
+        raise TypeError(f"masked_select: mask must be a bool tensor, got dtype {mask.dtype}; "
+                        "compare first, e.g. t.masked_select(t > 0)")
+    try:
+        shape = np.broadcast_shapes(input.shape, mask.shape)
+    except ValueError:
+        raise ShapeError(f"masked_select: mask of shape {mask.shape} and input of shape "
+                         f"{input.shape} do not broadcast") from None
+    full = input if input.shape == shape else expand(input, *shape)
+    picks = np.broadcast_to(mask._data, shape)
+    if not shape:
+        return getitem(reshape(full, (1,)), index=(picks.reshape(1).copy(),))
+    return getitem(full, index=(picks.copy(),))
+
+
+@public
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,
+           return_counts: bool = False, dim: int | None = None) -> Any:
+    """The distinct elements (or, with ``dim``, the distinct slices along it), sorted; with
+    ``return_inverse`` also where each element went, with ``return_counts`` how often each
+    occurs. Not differentiable, as in PyTorch.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.unique(mg.tensor([3, 1, 3, 2]), return_counts=True)
+        (tensor([1, 2, 3]), tensor([1, 1, 2]))
+    """
+    data = input._data
+    if dim is None:
+        values, inverse, counts = np.unique(data.reshape(-1), return_inverse=True,
+                                            return_counts=True)
+        inverse = inverse.reshape(data.shape)
+    else:
+        d = _dim(dim, builtins.max(input.ndim, 1), "unique")
+        values, inverse, counts = np.unique(data, return_inverse=True, return_counts=True,
+                                            axis=d)
+        inverse = inverse.reshape(-1)
+    out: list[Tensor] = [Tensor(values)]
+    if return_inverse:
+        out.append(Tensor(inverse.astype(np.int64)))
+    if return_counts:
+        out.append(Tensor(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+@public
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    """A 1-D tensor's square matrix with it on the ``diagonal``-th diagonal (0 the main one,
+    positive above), or a 2-D tensor's ``diagonal``-th diagonal as a 1-D tensor.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.diag(mg.tensor([1.0, 2.0]))
+        tensor([[1., 0.],
+                [0., 2.]])
+    """
+    if not isinstance(diagonal, numbers.Integral) or isinstance(diagonal, bool):
+        raise TypeError(f"diag: diagonal must be an int, got {diagonal!r}")
+    k = int(diagonal)
+    if input.ndim == 1:
+        n = input.shape[0] + builtins.abs(k)
+        at = np.arange(input.shape[0])
+        rows, cols = (at, at + k) if k >= 0 else (at - k, at)
+        flat = rows * n + cols
+        return reshape(index_scatter(input, index=(flat,), shape=(n * n,)), (n, n))
+    if input.ndim == 2:
+        r, c = input.shape
+        start_r, start_c = (0, k) if k >= 0 else (-k, 0)
+        length = builtins.max(0, builtins.min(r - start_r, c - start_c))
+        at = np.arange(length)
+        return getitem(input, index=(at + start_r, at + start_c))
+    raise ShapeError(f"diag: input must be 1-D or 2-D, got shape {input.shape}")
+
+
+@public(method=False)
+def meshgrid(*tensors: Any, indexing: str | None = None) -> tuple[Tensor, ...]:
+    """Coordinate grids of 1-D tensors: with ``indexing="ij"`` (PyTorch's default) output
+    ``i`` varies along dimension ``i``; with ``"xy"`` the first two are swapped (NumPy's
+    default). The grids are read-only views.
+
+    Example:
+        >>> import memgrad as mg
+        >>> a, b = mg.meshgrid(mg.tensor([1, 2]), mg.tensor([3, 4, 5]), indexing="ij")
+        >>> a.shape, b.tolist()[0]
+        ((2, 3), [3, 4, 5])
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor) or t.ndim > 1:
+            got = t.shape if isinstance(t, Tensor) else type(t).__name__
+            raise ShapeError(f"meshgrid: expected 0-D or 1-D tensors, got {got} at position {i}")
+    if not tensors:
+        raise ValueError("meshgrid: expected at least one tensor")
+    flat = [reshape(t, (-1,)) for t in tensors]
+    order = list(range(len(flat)))
+    if indexing == "xy" and len(flat) >= 2:
+        order[0], order[1] = 1, 0
+    shape = tuple(flat[j].shape[0] for j in order)
+    grids = []
+    for i, t in enumerate(flat):
+        axis = order.index(i)
+        view = (1,) * axis + (t.shape[0],) + (1,) * (len(flat) - axis - 1)
+        grids.append(expand(reshape(t, view), *shape))
+    return tuple(grids)

@@ -937,6 +937,19 @@ case("div", "true_divide", inputs(normal(3, 4), away(0.5, 2, 4)),
 case("mul", "lerp", inputs(normal(3, 4), normal(3, 4), uniform(0, 1, 4)),
      lambda x, y, w: mg.lerp(x, y, w), lambda x, y, w: x + w * (y - x))
 
+case("index_scatter", "diag-above", inputs(normal(3)), lambda x: mg.diag(x, 1),
+     lambda x: np.diag(x, 1))
+case("index_scatter", "diag-below", inputs(normal(2)), lambda x: x.diag(-2),
+     lambda x: np.diag(x, -2))
+case("getitem", "diag-of-matrix", inputs(normal(3, 4)), lambda x: mg.diag(x, -1),
+     lambda x: np.diag(x, -1))
+case("getitem", "masked_select-bcast", inputs(normal(3, 1)),
+     lambda x: x.masked_select(mg.tensor(_COND)),
+     lambda x: np.broadcast_to(x, _COND.shape)[_COND])
+case("expand", "meshgrid-xy", inputs(normal(2), normal(3)),
+     lambda x, y: mg.meshgrid(x, y, indexing="xy")[0] * mg.meshgrid(x, y, indexing="xy")[1],
+     lambda x, y: np.prod(np.meshgrid(x, y, indexing="xy"), axis=0))
+
 case("contiguous", "transposed", inputs(normal(3, 4)), lambda x: x.T.contiguous(),
      lambda x: np.ascontiguousarray(x.T))
 case("contiguous", "prim", inputs(normal(2, 3)), lambda x: P("contiguous")(x), lambda x: x)

@@ -276,3 +276,61 @@ def test_inplace_forms_refuse_a_leaf_that_requires_grad_and_a_saved_value():
         z.sum().backward()
     with pytest.raises(TypeError, match="masked_fill: mask must be a bool tensor"):
         mg.zeros(2).masked_fill_(mg.tensor([1, 0]), 1.0)
+
+
+# ---------------------------------------------------------------------------- selections
+
+
+def test_nonzero_matches_numpy_in_both_forms():
+    a = np.array([[0, 3, 0], [5, 0, 7]])
+    assert mg.tensor(a).nonzero().tolist() == np.argwhere(a).tolist()
+    assert mg.tensor(a).nonzero().dtype == np.int64
+    rows, cols = mg.nonzero(mg.tensor(a), as_tuple=True)
+    assert (rows.tolist(), cols.tolist()) == tuple(w.tolist() for w in np.nonzero(a))
+    assert mg.tensor(5).nonzero().shape == (1, 0) and mg.tensor(0).nonzero().shape == (0, 0)
+    assert mg.zeros(2, 3).nonzero().shape == (0, 2)
+
+
+def test_unique_with_inverse_counts_and_dim():
+    a = np.array([3, 1, 3, 2, 1, 3])
+    values, inverse, counts = mg.unique(mg.tensor(a), return_inverse=True, return_counts=True)
+    assert values.tolist() == [1, 2, 3] and counts.tolist() == [2, 1, 3]
+    assert values.numpy()[inverse.numpy()].tolist() == a.tolist()
+    m = np.array([[1, 2], [0, 1], [1, 2]])
+    rows, inv = mg.unique(mg.tensor(m), dim=0, return_inverse=True)
+    assert rows.tolist() == [[0, 1], [1, 2]] and inv.tolist() == [1, 0, 1]
+    assert not mg.unique(mg.tensor([1.0, 1.0], requires_grad=True)).requires_grad
+
+
+def test_diag_both_ways_and_its_errors():
+    m = np.arange(12.0).reshape(3, 4)
+    for k in (-3, -1, 0, 2, 4):
+        assert mg.diag(mg.tensor(m), k).tolist() == np.diag(m, k).tolist()
+    v = np.array([1.0, 2.0, 3.0])
+    for k in (-2, 0, 1):
+        assert mg.tensor(v).diag(k).tolist() == np.diag(v, k).tolist()
+    with pytest.raises(ShapeError, match="diag: input must be 1-D or 2-D"):
+        mg.diag(mg.zeros(2, 2, 2))
+    with pytest.raises(TypeError, match="diag: diagonal must be an int"):
+        mg.diag(mg.zeros(2), 0.5)
+
+
+def test_masked_select_and_meshgrid_as_numpy():
+    x = np.arange(6.0).reshape(2, 3)
+    mask = np.array([True, False, True])
+    assert mg.tensor(x).masked_select(mg.tensor(mask)).tolist() == np.broadcast_to(
+        x, (2, 3))[np.broadcast_to(mask, (2, 3))].tolist()
+    with pytest.raises(TypeError, match="masked_select: mask must be a bool tensor"):
+        mg.tensor(x).masked_select(mg.tensor([1, 0, 1]))
+    with pytest.raises(ShapeError, match="do not broadcast"):
+        mg.tensor(x).masked_select(mg.tensor([True, False]))
+    a, b, c = np.arange(2), np.arange(3), np.arange(4)
+    for indexing in ("ij", "xy"):
+        got = mg.meshgrid(mg.tensor(a), mg.tensor(b), mg.tensor(c), indexing=indexing)
+        want = np.meshgrid(a, b, c, indexing=indexing)
+        assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    assert mg.meshgrid([mg.tensor(a), mg.tensor(b)])[0].shape == (2, 3)  # "ij" by default
+    with pytest.raises(ValueError, match="meshgrid: indexing must be"):
+        mg.meshgrid(mg.tensor(a), indexing="ji")
+    with pytest.raises(ShapeError, match="expected 0-D or 1-D tensors"):
+        mg.meshgrid(mg.zeros(2, 2))
