@@ -100,6 +100,9 @@ __all__ = [
 
 # columns per chunk of the batch (see NOTE [ Convolution as one GEMM ])
 _CHUNK_BYTES = 1 << 20
+# multiply-adds below which an op stays on the calling thread (NOTE [ Batch-parallel
+# convolution ]): about 0.1 ms of one core, against tens of microseconds for a hand-off
+_PARTS_MIN_MACS = 1 << 23
 
 _scratch = threading.local()
 
@@ -183,14 +186,15 @@ def _one_blas_thread(set_local, work, lo: int, hi: int):
         set_local(prev)
 
 
-def _in_parts(n: int, work) -> list:
+def _in_parts(n: int, macs: int, work) -> list:
     """``[work(lo, hi), ...]`` over contiguous parts of the batch ``range(n)``: one part per
     BLAS thread, each on its own thread with single-threaded BLAS, or ``[work(0, n)]`` when
-    NumPy's BLAS runs one thread here or offers no per-thread count."""
+    NumPy's BLAS runs one thread here or offers no per-thread count, or the op's ``macs``
+    multiply-adds are too few to pay for the hand-off."""
     if _Parts.set_local is False:
         _Parts.set_local = _find_set_local()
     set_local = _Parts.set_local
-    if set_local is None or n < 2:
+    if set_local is None or n < 2 or macs < _PARTS_MIN_MACS:
         return [work(0, n)]
     threads = set_local(1)
     try:
@@ -236,7 +240,7 @@ def _conv2d(x, weight, bias, *, stride, padding, dilation, groups):
         if bias is not None:
             out[lo:hi] += bias[:, None, None]
 
-    _in_parts(n, work)
+    _in_parts(n, n * co * kg * length, work)
     return out
 
 
@@ -280,7 +284,7 @@ def conv2d_input_grad(g, weight, *, input_shape, stride, padding, dilation, grou
             np.matmul(wt, rows[n0:n1], out=_per_sample(col, groups))
             col2im(col, gx[n0:n1], *stride, *padding, *dilation)
 
-    _in_parts(n, work)
+    _in_parts(n, n * co * kg * oh * ow, work)
     return gx
 
 
@@ -323,7 +327,7 @@ def conv2d_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups)
             gw += part.sum(axis=0) if n1 - n0 > 1 else part[0]
         return gw
 
-    gw, *rest = _in_parts(n, work)
+    gw, *rest = _in_parts(n, n * co * kg * oh * ow, work)
     for other in rest:
         gw += other
     return np.ascontiguousarray(gw.transpose(0, 2, 1)).reshape(weight_shape)
