@@ -52,10 +52,13 @@ so the serial kernels run on every core instead of leaving the others idle, and 
 join per op instead of OpenBLAS's barriers inside every GEMM. The weight gradient sums its
 parts in their order, so results do not depend on timing. With one BLAS thread, or another
 BLAS, everything runs on the calling thread. A forked child makes its own helper threads.
-The W3 step (2 cores): with every GEMM on OpenBLAS's two threads (and the kernels serial)
-it took 6.2 s on a machine running seven other jobs, against 0.54 s batch-parallel (PyTorch
-1.6 s): OpenBLAS's threads wait for each other at every GEMM's barriers, and a preempted one
-stalls the other.
+Ops under ``_PARTS_MIN_MACS`` multiply-adds stay on the calling thread. On one thread the
+kernels take about a fifth of W3's convolution time, which the split spreads over both
+cores. And it holds up under load: the W3 step on a 2-core machine running 7 to 16 other
+jobs (medians of 5, interleaved with PyTorch's) took 0.54 to 1.03 s, against 6.2 to 19.7 s
+with 3-sample GEMMs on OpenBLAS's two threads and serial kernels (PyTorch: 1.6 to 4.4 s):
+OpenBLAS's threads wait for each other at every GEMM's barriers, and a preempted one stalls
+the other.
 
 Max pooling keeps its argmax, not its input: ``max_pool2d_indices`` finds each window's
 maximum position in one pass of the pooling kernel (not differentiable), and the primitive
