@@ -71,6 +71,10 @@ def _grad_sigmoid(n: int, d: int, dt: np.dtype) -> tuple:
     return _normal((n * d,), dt, 1), 1 / (1 + np.exp(-_normal((n * d,), dt, 0)))
 
 
+def _grad_relu(n: int, d: int, dt: np.dtype) -> tuple:
+    return _normal((n * d,), dt, 1), np.maximum(_normal((n * d,), dt, 0), 0)
+
+
 def _rows(n: int, d: int, dt: np.dtype) -> tuple:
     return (_normal((n, d), dt, 0),)
 
@@ -159,6 +163,7 @@ def cases() -> list[Case]:
         Case("gelu_tanh_backward", "activation", "gelu_tanh_backward", None, _grad_flat),
         Case("sigmoid", "activation", "sigmoid", None, _flat),
         Case("sigmoid_backward", "activation", "sigmoid_backward", None, _grad_sigmoid),
+        Case("relu_backward", "activation", "relu_backward", None, _grad_relu),
         Case("softmax_forward", "softmax", "softmax_forward", None, _rows),
         Case("log_softmax_forward", "softmax", "log_softmax_forward", None, _rows),
         Case("softmax_backward", "softmax", "softmax_backward", None, _grad_softmax),

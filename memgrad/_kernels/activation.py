@@ -1,5 +1,5 @@
 """Fused activation kernels: GELU forward and backward, in the exact (erf) form and the
-tanh approximation, and sigmoid forward and backward.
+tanh approximation, sigmoid forward and backward, and relu's backward.
 
 All kernels take flat contiguous float32 or float64 arrays and return a new array of the
 same dtype. Arithmetic runs in float64 whatever the input dtype, so a float32 result is the
@@ -37,12 +37,14 @@ __all__ = [
     "gelu_tanh_backward",
     "sigmoid",
     "sigmoid_backward",
+    "relu_backward",
     "gelu_reference",
     "gelu_backward_reference",
     "gelu_tanh_reference",
     "gelu_tanh_backward_reference",
     "sigmoid_reference",
     "sigmoid_backward_reference",
+    "relu_backward_reference",
 ]
 
 _SQRT_HALF = 0.7071067811865476  # 1 / sqrt(2)
@@ -158,6 +160,16 @@ def sigmoid_backward(g, y):
     return out
 
 
+@njit(cache=True, nogil=True)
+def relu_backward(g, y):
+    """``g * (y > 0)``: the gradient of ``y = relu(x)`` times ``g``, in one pass (the
+    multiply keeps NumPy's ``nan * 0 = nan``)."""
+    out = np.empty_like(g)
+    for i in range(g.shape[0]):
+        out[i] = g[i] * (1.0 if y[i] > 0 else 0.0)
+    return out
+
+
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
 
@@ -193,3 +205,8 @@ def sigmoid_reference(x):
 def sigmoid_backward_reference(g, y):
     """NumPy formulation of ``sigmoid_backward``."""
     return g * y * (1 - y)
+
+
+def relu_backward_reference(g, y):
+    """NumPy formulation of ``relu_backward``."""
+    return g * (y > 0)

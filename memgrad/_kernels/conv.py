@@ -2,14 +2,13 @@
 
 Column layout: ``col[c, ki, kj, n, oy, ox] = x_pad[n, c, oy*sh + ki*dh, ox*sw + kj*dw]``,
 where ``x_pad`` is ``x`` with ``ph``/``pw`` zeros on each side. Viewed as a matrix it is
-``(C*KH*KW, N*OH*OW)``, so a convolution over the whole batch is one GEMM
-``weight(CO, C*KH*KW) @ col``: one wide GEMM runs two to three times faster on BLAS than a
-batch of per-sample GEMMs with only CO rows each. The kernel sizes and the output size are
-read from ``col``'s shape.
+``(C*KH*KW, N*OH*OW)``; each sample's ``(C*KH*KW, OH*OW)`` slice is one GEMM operand
+(NOTE [ Convolution as one GEMM ] in memgrad/ops/conv.py). The kernel sizes and the output
+size are read from ``col``'s shape.
 
 Both kernels are serial: see NOTE [ Serial kernels ] in memgrad/ops/conv.py. They take no
 defaulted arguments: numba's dispatch of a call that leaves one out costs about 0.1 ms, as
-much as the im2col of three 32x32x32 samples.
+much as the im2col of one 32x32x32 sample.
 """
 
 import numpy as np

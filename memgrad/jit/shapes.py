@@ -652,6 +652,7 @@ _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "gelu_backward": _gelu_backward,
     "sigmoid": _sigmoid,
     "sigmoid_backward": _sigmoid_backward,
+    "relu_backward": _sigmoid_backward,  # the same rule: two equal float shapes
     "index_scatter": _index_scatter,
     "erf": _erf,
 }

@@ -165,6 +165,7 @@ nll_loss: Primitive
 nll_loss_backward: Primitive
 one_hot: Primitive
 pad: Primitive
+relu_backward: Primitive
 sigmoid_backward: Primitive
 silu: Primitive
 softmax_backward: Primitive

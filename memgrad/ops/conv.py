@@ -3,13 +3,16 @@
 NOTE [ Convolution as one GEMM ]
 ``conv2d`` copies the input's patches into columns (``im2col``, a numba kernel; layout in
 ``memgrad/_kernels/conv.py``: a ``(C*KH*KW, N*OH*OW)`` matrix) and multiplies them by the
-weight viewed as ``(CO, C*KH*KW)`` in one BLAS GEMM per group, then adds the bias while
-moving the result from ``(CO, N, OH*OW)`` to NCHW. Its backward is two primitives, so that
-double backward works through the op table:
+weight viewed as ``(CO, C*KH*KW)`` with BLAS, one GEMM per sample and group (a
+``(C*KH*KW, OH*OW)`` slice of the columns, read in place), which writes the NCHW output
+directly; the bias is added after. Its backward is two primitives, so that double backward
+works through the op table:
 
 * ``conv2d_input_grad(g, weight)``: ``weight^T @ g`` as columns, summed back into the input's
   shape (``col2im``). It is the transpose of the convolution, linear in each argument.
-* ``conv2d_weight_grad(x, g)``: ``g @ columns(x)^T``.
+* ``conv2d_weight_grad(x, g)``: ``g @ columns(x)^T``, computed per sample as
+  ``columns(x) @ g^T`` (``(C*KH*KW, OH*OW) @ (OH*OW, CO)``, both operands in place) and
+  summed over the batch; the transposed product was 1.6 times faster on OpenBLAS.
 
 For ``y = conv(x, w)`` the identities ``<conv(x, w), g> = <x, input_grad(g, w)> =
 <w, weight_grad(x, g)>`` give each backward op's VJP in terms of the other two: the VJP of
@@ -24,11 +27,11 @@ im2col pass (about 1 ms there, against about 3.5 ms for each of the layer's thre
 Scratch: columns and GEMM results live in per-thread buffers that are reused from call to
 call (fresh columns would cost more in page faults than the im2col that fills them; see
 DESIGN.md, house style 11). Results are always fresh arrays, never views of scratch. The
-batch is processed in chunks of at most ``_CHUNK_BYTES`` of columns (3 samples for W3),
-which bounds the scratch and keeps a chunk's columns in the last-level cache between the
-im2col that writes them and the GEMM that reads them: the W3 step took 119 ms with 4 MiB
-chunks, 125 ms with 8 MiB and 156 ms unchunked. The scratch is not tensor storage, so
-``mg.memory`` does not count it.
+batch is processed in chunks of at most ``_CHUNK_BYTES`` of columns (one sample for W3),
+which bounds the scratch and keeps a chunk's columns in the core's cache between the
+im2col that writes them and the GEMMs that read them: on one thread the W3 step took
+143 ms CPU with 1 MiB chunks, 169 ms with 4 MiB and 198 ms unchunked. The scratch is not
+tensor storage, so ``mg.memory`` does not count it.
 
 NOTE [ Serial kernels ]
 The numba kernels run on the calling thread only. Compiled with ``parallel=True`` they made
@@ -38,6 +41,24 @@ threads in the GEMM that follows. (And a forked child, a data-loader worker, tha
 parallel region after its parent did is killed by GNU OpenMP.) Splitting each call between
 the calling thread and a helper thread was slower too (141 ms against 134 ms): the kernels
 are short next to the GEMMs, which already keep both cores busy.
+
+NOTE [ Batch-parallel convolution ]
+The kernels stay serial; the three convolution primitives run in parallel over the batch
+instead. With NumPy's OpenBLAS on k threads (and ``openblas_set_num_threads_local``, OpenBLAS
+0.3.27 or later), ``_in_parts`` splits the batch into k contiguous parts and runs each on
+its own thread (the calling thread takes the first, ``k - 1`` helper threads the others),
+with single-threaded BLAS on each: a part is its samples' im2col, GEMMs and col2im in turn,
+so the serial kernels run on every core instead of leaving the others idle, and there is one
+join per op instead of OpenBLAS's barriers inside every GEMM. The weight gradient sums its
+parts in their order, so results do not depend on timing. With one BLAS thread, or another
+BLAS, everything runs on the calling thread. A forked child makes its own helper threads.
+Ops under ``_PARTS_MIN_MACS`` multiply-adds stay on the calling thread. On one thread the
+kernels take about a fifth of W3's convolution time, which the split spreads over both
+cores. And it holds up under load: the W3 step on a 2-core machine running 7 to 16 other
+jobs (medians of 5, interleaved with PyTorch's) took 0.54 to 1.03 s, against 6.2 to 19.7 s
+with 3-sample GEMMs on OpenBLAS's two threads and serial kernels (PyTorch: 1.6 to 4.4 s):
+OpenBLAS's threads wait for each other at every GEMM's barriers, and a preempted one stalls
+the other.
 
 Max pooling keeps its argmax, not its input: ``max_pool2d_indices`` finds each window's
 maximum position in one pass of the pooling kernel (not differentiable), and the primitive
@@ -51,8 +72,12 @@ produced it (``relu`` keeps its output).
 
 from __future__ import annotations
 
+import ctypes
+import glob
 import math
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -77,7 +102,10 @@ __all__ = [
 ]
 
 # columns per chunk of the batch (see NOTE [ Convolution as one GEMM ])
-_CHUNK_BYTES = 4 << 20
+_CHUNK_BYTES = 1 << 20
+# multiply-adds below which an op stays on the calling thread (NOTE [ Batch-parallel
+# convolution ]): about 0.1 ms of one core, against tens of microseconds for a hand-off
+_PARTS_MIN_MACS = 1 << 23
 
 _scratch = threading.local()
 
@@ -97,10 +125,10 @@ def _out_size(size: int, k: int, s: int, p: int, d: int) -> int:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def _chunks(n: int, bytes_per_sample: int):
+def _chunks(lo: int, hi: int, bytes_per_sample: int):
     step = max(1, _CHUNK_BYTES // max(bytes_per_sample, 1))
-    for n0 in range(0, n, step):
-        yield n0, min(n, n0 + step)
+    for n0 in range(lo, hi, step):
+        yield n0, min(hi, n0 + step)
 
 
 def _columns(x: np.ndarray, kh: int, kw: int, oh: int, ow: int, stride, padding, dilation):
@@ -111,13 +139,84 @@ def _columns(x: np.ndarray, kh: int, kw: int, oh: int, ow: int, stride, padding,
     return im2col(x, col, *stride, *padding, *dilation)
 
 
-def _grad_rows(g: np.ndarray, n0: int, n1: int, groups: int) -> np.ndarray:
-    """``g[n0:n1]`` (m, CO, OH, OW) moved to (groups, CO/groups, m*OH*OW): the GEMM layout."""
-    _, co, oh, ow = g.shape
-    m = n1 - n0
-    rows = _buffer("rows", (co, m, oh, ow), g.dtype)
-    np.copyto(rows, g[n0:n1].transpose(1, 0, 2, 3))
-    return rows.reshape(groups, co // groups, m * oh * ow)
+def _per_sample(col: np.ndarray, groups: int) -> np.ndarray:
+    """Columns (C, KH, KW, m, OH, OW) viewed as (m, groups, C/groups*KH*KW, OH*OW): one GEMM
+    operand per sample and group, without a copy."""
+    c, kh, kw, m, oh, ow = col.shape
+    return col.reshape(groups, c // groups * kh * kw, m, oh * ow).transpose(2, 0, 1, 3)
+
+
+# ---------------------------------------------------------------------------- batch parts
+# (NOTE [ Batch-parallel convolution ])
+
+
+def _find_set_local():
+    """``openblas_set_num_threads_local`` of NumPy's bundled OpenBLAS (0.3.27 or later: the
+    calling thread's BLAS thread count, returning the previous one), or None."""
+    here = os.path.dirname(np.__file__)
+    for path in glob.glob(here + ".libs/*openblas*") + glob.glob(here + "/.dylibs/*openblas*"):
+        try:
+            fn = getattr(ctypes.CDLL(path), "openblas_set_num_threads_local", None)
+        except OSError:
+            continue
+        if fn is not None:
+            fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+            return fn
+    return None
+
+
+class _Parts:
+    """The helper threads of the batch-parallel convolution, made on first use."""
+
+    set_local: object = False  # not looked up yet
+    pool: ThreadPoolExecutor | None = None
+    size = 0
+
+
+def _reset_parts_after_fork() -> None:
+    _Parts.pool, _Parts.size = None, 0  # the child has none of the parent's threads
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_parts_after_fork)
+
+
+def _one_blas_thread(set_local, work, lo: int, hi: int):
+    prev = set_local(1)
+    try:
+        return work(lo, hi)
+    finally:
+        set_local(prev)
+
+
+def _in_parts(n: int, macs: int, work) -> list:
+    """``[work(lo, hi), ...]`` over contiguous parts of the batch ``range(n)``: one part per
+    BLAS thread, each on its own thread with single-threaded BLAS, or ``[work(0, n)]`` when
+    NumPy's BLAS runs one thread here or offers no per-thread count, or the op's ``macs``
+    multiply-adds are too few to pay for the hand-off."""
+    if _Parts.set_local is False:
+        _Parts.set_local = _find_set_local()
+    set_local = _Parts.set_local
+    if set_local is None or n < 2 or macs < _PARTS_MIN_MACS:
+        return [work(0, n)]
+    threads = set_local(1)
+    try:
+        k = min(threads, n)
+        if k < 2:
+            return [work(0, n)]
+        if _Parts.size < k - 1:
+            _Parts.pool = ThreadPoolExecutor(k - 1, thread_name_prefix="memgrad-conv")
+            _Parts.size = k - 1
+        ends = [n * i // k for i in range(k + 1)]
+        futures = [_Parts.pool.submit(_one_blas_thread, set_local, work, ends[i], ends[i + 1])
+                   for i in range(1, k)]
+        try:
+            first = work(0, ends[1])
+        finally:
+            rest = [f.result() for f in futures]
+        return [first, *rest]
+    finally:
+        set_local(threads)
 
 
 # ---------------------------------------------------------------------------- conv2d
@@ -135,17 +234,16 @@ def _conv2d(x, weight, bias, *, stride, padding, dilation, groups):
     kg = c // groups * kh * kw
     wmat = np.ascontiguousarray(weight).reshape(groups, co // groups, kg)
     out = np.empty((n, co, oh, ow), dtype=x.dtype)
-    for n0, n1 in _chunks(n, c * kh * kw * length * x.itemsize):
-        m = n1 - n0
-        col = _columns(x[n0:n1], kh, kw, oh, ow, stride, padding, dilation)
-        res = _buffer("rows", (groups, co // groups, m * length), x.dtype)
-        np.matmul(wmat, col.reshape(groups, kg, m * length), out=res)
-        res = res.reshape(co, m, length).transpose(1, 0, 2)
-        dst = out[n0:n1].reshape(m, co, length)
-        if bias is None:
-            np.copyto(dst, res)
-        else:
-            np.add(res, bias[:, None], out=dst)
+    rows = out.reshape(n, groups, co // groups, length)
+
+    def work(lo: int, hi: int) -> None:
+        for n0, n1 in _chunks(lo, hi, c * kh * kw * length * x.itemsize):
+            col = _columns(x[n0:n1], kh, kw, oh, ow, stride, padding, dilation)
+            np.matmul(wmat, _per_sample(col, groups), out=rows[n0:n1])
+        if bias is not None:
+            out[lo:hi] += bias[:, None, None]
+
+    _in_parts(n, n * co * kg * length, work)
     return out
 
 
@@ -180,12 +278,16 @@ def conv2d_input_grad(g, weight, *, input_shape, stride, padding, dilation, grou
     oh, ow = g.shape[2], g.shape[3]
     kg = c // groups * kh * kw
     wt = np.ascontiguousarray(weight.reshape(groups, co // groups, kg).transpose(0, 2, 1))
+    rows = np.ascontiguousarray(g).reshape(n, groups, co // groups, oh * ow)
     gx = np.empty(input_shape, dtype=g.dtype)
-    for n0, n1 in _chunks(n, c * kh * kw * oh * ow * g.itemsize):
-        m = n1 - n0
-        col = _buffer("col", (groups, kg, m * oh * ow), g.dtype)
-        np.matmul(wt, _grad_rows(g, n0, n1, groups), out=col)
-        col2im(col.reshape(c, kh, kw, m, oh, ow), gx[n0:n1], *stride, *padding, *dilation)
+
+    def work(lo: int, hi: int) -> None:
+        for n0, n1 in _chunks(lo, hi, c * kh * kw * oh * ow * g.itemsize):
+            col = _buffer("col", (c, kh, kw, n1 - n0, oh, ow), g.dtype)
+            np.matmul(wt, rows[n0:n1], out=_per_sample(col, groups))
+            col2im(col, gx[n0:n1], *stride, *padding, *dilation)
+
+    _in_parts(n, n * co * kg * oh * ow, work)
     return gx
 
 
@@ -216,15 +318,22 @@ def conv2d_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups)
     co, _, kh, kw = weight_shape
     oh, ow = g.shape[2], g.shape[3]
     kg = c // groups * kh * kw
-    gw = np.zeros((groups, co // groups, kg), dtype=g.dtype)
-    part = np.empty_like(gw)
-    for n0, n1 in _chunks(n, c * kh * kw * oh * ow * x.itemsize):
-        m = n1 - n0
-        col = _columns(x[n0:n1], kh, kw, oh, ow, stride, padding, dilation)
-        col = col.reshape(groups, kg, m * oh * ow)
-        np.matmul(_grad_rows(g, n0, n1, groups), col.transpose(0, 2, 1), out=part)
-        gw += part
-    return gw.reshape(weight_shape)
+    # per sample and group, columns @ g^T: (KG, L) @ (L, CO/groups), both operands as they lie
+    rows_t = np.ascontiguousarray(g).reshape(n, groups, co // groups, oh * ow).transpose(0, 1, 3, 2)
+
+    def work(lo: int, hi: int) -> np.ndarray:
+        gw = np.zeros((groups, kg, co // groups), dtype=g.dtype)
+        for n0, n1 in _chunks(lo, hi, c * kh * kw * oh * ow * x.itemsize):
+            col = _columns(x[n0:n1], kh, kw, oh, ow, stride, padding, dilation)
+            part = _buffer("part", (n1 - n0, groups, kg, co // groups), g.dtype)
+            np.matmul(_per_sample(col, groups), rows_t[n0:n1], out=part)
+            gw += part.sum(axis=0) if n1 - n0 > 1 else part[0]
+        return gw
+
+    gw, *rest = _in_parts(n, n * co * kg * oh * ow, work)
+    for other in rest:
+        gw += other
+    return np.ascontiguousarray(gw.transpose(0, 2, 1)).reshape(weight_shape)
 
 
 @conv2d_weight_grad.vjp

@@ -26,6 +26,7 @@ __all__ = [
     "relu",
     "tanh_backward",
     "sigmoid_backward",
+    "relu_backward",
     "maximum",
     "minimum",
     "clamp",
@@ -277,8 +278,24 @@ def relu(x):
 
 @relu.vjp
 def _(g, out, needs, x):
+    return (relu_backward(g, out),)
+
+
+@primitive("relu_backward", saves={"y": (0,)})
+def relu_backward(g, y):
+    """``g * (y > 0)`` for ``y = relu(x)`` in one op (one pass, no mask array); itself
+    differentiable in ``g`` (its derivative in ``y`` is 0 wherever it exists)."""
+    if _kernel_dtype(g) and _kernel_dtype(y) and np.shape(g) == np.shape(y):
+        from memgrad._kernels import activation
+
+        return flat_kernel(activation.relu_backward, g, y)
     # a multiply by the mask: several times faster than np.where with a scalar
-    return (g * (out > 0),)
+    return g * (y > 0)
+
+
+@relu_backward.vjp
+def _(gg, out, needs, g, y):
+    return (relu_backward(gg, y) if needs[0] else None, None)
 
 
 @primitive("maximum", saves={"x": (0, 1), "y": (0, 1)}, broadcasting=True, ufunc=np.maximum)

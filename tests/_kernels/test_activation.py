@@ -88,6 +88,24 @@ def test_sigmoid_backward_matches_reference(n, scale, dtype, seed):
     _close(A.sigmoid_backward(g, y), want, dtype)
 
 
+@SETTINGS
+@common
+def test_relu_backward_matches_reference_exactly(n, scale, dtype, seed):
+    x, g = _draw(seed, n, scale, dtype)
+    y = np.maximum(x, 0)
+    np.testing.assert_array_equal(A.relu_backward(g, y), A.relu_backward_reference(g, y))
+    assert A.relu_backward(g, y).dtype == dtype
+
+
+def test_relu_backward_keeps_nan_and_the_sign_of_zero():
+    g = np.array([np.nan, np.nan, -2.0, -2.0, np.inf, 3.0], np.float32)
+    y = np.array([0.0, 1.0, 0.0, 1.0, 0.0, np.nan], np.float32)
+    with np.errstate(invalid="ignore"):  # inf * 0, as NumPy's reference does
+        got, want = A.relu_backward(g, y), A.relu_backward_reference(g, y)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
 def test_gelu_float32_is_relatively_accurate_in_the_negative_tail():
     # x * Phi(x) is tiny there; the float32 path keeps its relative accuracy (PyTorch's
     # 0.5 x (1 + erf(x / sqrt 2)) in float32 cancels to 0 below x = -5.5)

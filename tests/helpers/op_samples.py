@@ -309,6 +309,9 @@ case("sigmoid_backward", "pair", inputs(normal(3, 4), uniform(0.1, 0.9, 3, 4)),
 case("relu", "2d", inputs(away(0.1, 2, 3, 4)), lambda x: P("relu")(x),
      lambda x: np.maximum(x, 0))
 case("relu", "method", inputs(away(0.1, 2, 6)), lambda x: x.relu(), lambda x: np.maximum(x, 0))
+_RELU_OUT = np.maximum(away(0.1, 2, 3, 4)(np.random.default_rng(3)), 0)  # y = relu(x), kept
+case("relu_backward", "pair", inputs(normal(3, 4)),
+     lambda g: P("relu_backward")(g, mg.tensor(_RELU_OUT)), lambda g: g * (_RELU_OUT > 0))
 
 for op, npf in (("maximum", np.maximum), ("minimum", np.minimum)):
     case(op, "same", separated((3, 4), (3, 4)), lambda x, y, op=op: P(op)(x, y), npf)

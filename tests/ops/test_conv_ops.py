@@ -177,6 +177,71 @@ def test_conv2d_batch_chunks_give_the_same_values_and_gradients(monkeypatch):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+def _fake_blas_threads(threads, calls):
+    """A stand-in for OpenBLAS's per-thread thread count: ``threads`` until set, recording
+    each call as (thread name, value)."""
+    local = threading.local()
+
+    def set_local(value):
+        calls.append((threading.current_thread().name, value))
+        prev = getattr(local, "value", threads)
+        local.value = value
+        return prev
+
+    return set_local
+
+
+def _conv_values_and_grads(arrays, **params):
+    ts = [mg.tensor(a, requires_grad=True) for a in arrays]
+    out = conv2d(*ts, **params)
+    out.backward(mg.tensor(np.cos(out.numpy())))
+    return [out.numpy()] + [t.grad.numpy() for t in ts]
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_conv2d_batch_parts_on_helper_threads_match_the_direct_sum(monkeypatch, threads):
+    """With k BLAS threads the batch is split into k parts, each on its own thread with
+    single-threaded BLAS (NOTE [ Batch-parallel convolution ]); values and gradients are
+    those of one part and of the direct sum."""
+    rng = np.random.default_rng(7)
+    arrays = [rng.standard_normal((7, 4, 6, 5)), rng.standard_normal((6, 2, 3, 3)),
+              rng.standard_normal(6)]
+    params = dict(stride=(2, 1), padding=1, groups=2)
+    monkeypatch.setattr(conv_ops._Parts, "set_local", None)
+    whole = _conv_values_and_grads(arrays, **params)
+    calls = []
+    monkeypatch.setattr(conv_ops._Parts, "set_local", _fake_blas_threads(threads, calls))
+    monkeypatch.setattr(conv_ops._Parts, "pool", None)
+    monkeypatch.setattr(conv_ops._Parts, "size", 0)
+    monkeypatch.setattr(conv_ops, "_CHUNK_BYTES", 1)
+    monkeypatch.setattr(conv_ops, "_PARTS_MIN_MACS", 0)
+    parts = _conv_values_and_grads(arrays, **params)
+    for got, want in zip(parts, whole):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(parts[0], np_conv2d(*arrays, **params), rtol=1e-12, atol=1e-12)
+    # per op run: one BLAS thread for each part, the first on the calling thread; restored
+    runs = [calls[i:i + 2 * threads] for i in range(0, len(calls), 2 * threads)]
+    assert len(runs) == 3  # conv2d, its input gradient and its weight gradient
+    for run in runs:
+        assert sorted(v for _, v in run) == [1] * threads + [threads] * threads
+        assert run[0] == (threading.current_thread().name, 1)
+        assert sum(name.startswith("memgrad-conv") for name, _ in run) == 2 * (threads - 1)
+    conv_ops._Parts.pool.shutdown()
+
+
+@pytest.mark.parametrize("threads,min_macs", [(1, 0), (2, 4 * 3 * 18 * 9 + 1)])
+def test_conv2d_batch_parts_stay_on_the_calling_thread(monkeypatch, threads, min_macs):
+    """With one BLAS thread, or fewer multiply-adds than ``_PARTS_MIN_MACS``."""
+    calls = []
+    monkeypatch.setattr(conv_ops._Parts, "set_local", _fake_blas_threads(threads, calls))
+    monkeypatch.setattr(conv_ops, "_PARTS_MIN_MACS", min_macs)
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal((4, 2, 5, 5)), rng.standard_normal((3, 2, 3, 3))
+    np.testing.assert_allclose(conv2d(mg.tensor(x), mg.tensor(w)).numpy(), np_conv2d(x, w),
+                               rtol=1e-12, atol=1e-12)
+    assert {name for name, _ in calls} <= {threading.current_thread().name}
+
+
 def test_conv2d_saves_its_input_and_weight_not_the_columns():
     saved = []
 
@@ -421,3 +486,30 @@ def test_conv2d_and_max_pool2d_in_a_forked_child():
             proc.kill()
     assert proc.exitcode == 0
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
+def test_conv2d_batch_parts_in_a_forked_child(monkeypatch):
+    """A child forked after the parent's convolution started its helper threads makes its
+    own (the parent's threads do not exist there: using their pool would hang)."""
+    rng = np.random.default_rng(14)
+    x, w = rng.standard_normal((4, 3, 8, 8)), rng.standard_normal((5, 3, 3, 3))
+    monkeypatch.setattr(conv_ops._Parts, "set_local", _fake_blas_threads(2, []))
+    monkeypatch.setattr(conv_ops, "_PARTS_MIN_MACS", 0)
+    monkeypatch.setattr(conv_ops._Parts, "pool", None)
+    monkeypatch.setattr(conv_ops._Parts, "size", 0)
+    want = max_pool2d(conv2d(mg.tensor(x), mg.tensor(w), padding=1), 2).numpy()
+    assert conv_ops._Parts.pool is not None
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_conv_in_child, args=(queue, x, w))
+    proc.start()
+    try:
+        got = queue.get(timeout=120)
+    finally:
+        proc.join(timeout=30)
+        if proc.is_alive():  # pragma: no cover - the hang this test guards against
+            proc.kill()
+    assert proc.exitcode == 0
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    conv_ops._Parts.pool.shutdown()
