@@ -52,6 +52,7 @@ from memgrad.nn.loss import (
 )
 from memgrad.nn.module import Module, ModuleList, Parameter, Sequential
 from memgrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm
+from memgrad.nn.rnn import GRU, LSTM, RNN
 from memgrad.nn.transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 
 __all__ = [
@@ -62,6 +63,6 @@ __all__ = [
     "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "Unflatten",
     "Softmax", "LogSoftmax", "MultiheadSelfAttention", "TransformerBlock", "CrossEntropyLoss",
     "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
-    "KLDivLoss", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
-    "functional", "init", "utils",
+    "KLDivLoss", "RNN", "LSTM", "GRU", "MultiheadAttention", "TransformerEncoderLayer",
+    "TransformerEncoder", "functional", "init", "utils",
 ]
