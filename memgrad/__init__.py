@@ -48,6 +48,7 @@ from memgrad.factories import (
     full_like,
     is_tensor,
     linspace,
+    logspace,
     ones,
     ones_like,
     rand,
@@ -77,8 +78,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Tensor", "tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like",
-    "ones_like", "full_like", "empty_like", "arange", "linspace", "eye", "randn", "rand",
-    "randint",
+    "ones_like", "full_like", "empty_like", "arange", "linspace", "logspace", "eye", "randn",
+    "rand", "randint",
     "randn_like", "rand_like", "randint_like", "randperm", "device", "manual_seed", "seed",
     "get_rng_state", "set_rng_state", "fork_rng", "Generator", "random", "save", "load",
     "utils", "float16", "float32", "float64", "int32", "int64", "bool_", "half", "float",

@@ -31,8 +31,8 @@ from memgrad.tensor import Tensor, default_dtype
 
 __all__ = [
     "tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
-    "full_like", "empty_like", "arange", "linspace", "eye", "as_tensor", "is_tensor", "randn",
-    "rand", "randint", "randn_like", "rand_like", "randint_like", "randperm", "device",
+    "full_like", "empty_like", "arange", "linspace", "logspace", "eye", "as_tensor", "is_tensor",
+    "randn", "rand", "randint", "randn_like", "rand_like", "randint_like", "randperm", "device",
     "check_device", "dtype_of",
 ]
 
@@ -463,6 +463,24 @@ def linspace(start: Any, end: Any, steps: int, dtype: Any = None,
     dtype = _dtype(dtype, "linspace") or default_dtype
     return _make(_alloc("linspace", (steps,), dtype,
                         lambda: np.linspace(start, end, steps, dtype=dtype)), requires_grad)
+
+
+def logspace(start: Any, end: Any, steps: int, base: float = 10.0, dtype: Any = None,
+             requires_grad: bool = False, device: Any = None) -> Tensor:
+    """``base ** linspace(start, end, steps)``: ``steps`` values spaced evenly on a log
+    scale from ``base**start`` to ``base**end``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.logspace(0, 2, 3)
+        tensor([  1.,  10., 100.])
+    """
+    check_device(device, "logspace")
+    if isinstance(base, bool) or not isinstance(base, numbers.Real):
+        raise TypeError(f"logspace: base must be a number, got {type(base).__name__}")
+    exponents = linspace(start, end, steps, dtype=np.float64).numpy()
+    dtype = _dtype(dtype, "logspace") or default_dtype
+    return _make(np.power(float(base), exponents).astype(dtype), requires_grad)
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:

@@ -415,6 +415,32 @@ def _max_pool2d(args: list, params: dict, max_elements: int) -> tuple:
     return indices.shape, x.dtype
 
 
+_WINDOW_KEYS = ("kernel_size", "dilation", "padding", "stride")
+
+
+def _unfold(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("x",))
+    _keys(params, _WINDOW_KEYS)
+    x = _tensor(args, 0, "x", ndim=4)
+    _floating(x, "x")
+    kh, kw = _pair(params, "kernel_size", 1)
+    oh, ow = _window(x.shape[2:], (kh, kw), params)
+    return (x.shape[0], x.shape[1] * kh * kw, oh * ow), x.dtype
+
+
+def _fold(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("cols",))
+    _keys(params, ("output_size",) + _WINDOW_KEYS)
+    cols = _tensor(args, 0, "cols", ndim=3)
+    _floating(cols, "cols")
+    kh, kw = _pair(params, "kernel_size", 1)
+    h, w = _pair(params, "output_size", 1)
+    oh, ow = _window((h, w), (kh, kw), params)
+    if cols.shape[1] % (kh * kw) or cols.shape[2] != oh * ow:
+        raise ValueError(f"cols of shape {cols.shape} must be (N, C*{kh}*{kw}, {oh * ow})")
+    return (cols.shape[0], cols.shape[1] // (kh * kw), h, w), cols.dtype
+
+
 def _max_pool2d_backward(args: list, params: dict, max_elements: int) -> tuple:
     _arity(args, ("g", "indices"))
     _keys(params, ("input_shape",))
@@ -638,6 +664,8 @@ _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "max_pool2d": _max_pool2d,
     "max_pool2d_indices": _max_pool2d_indices,
     "max_pool2d_backward": _max_pool2d_backward,
+    "unfold": _unfold,
+    "fold": _fold,
     "layer_norm": _layer_norm,
     "layer_norm_backward": _layer_norm_backward,
     "layer_norm_weight_grad": _layer_norm_weight_grad,

@@ -19,7 +19,10 @@ from memgrad.ops.conv import (
     conv1d,
     conv2d,
     conv_transpose2d,
+    fold,
+    max_pool1d,
     max_pool2d,
+    unfold,
 )
 from memgrad.ops.functional import (
     binary_cross_entropy,
@@ -60,5 +63,5 @@ __all__ = [
     "binary_cross_entropy_with_logits", "batch_norm", "group_norm", "rms_norm", "conv1d",
     "avg_pool2d", "adaptive_avg_pool2d", "pad", "interpolate", "one_hot", "conv_transpose2d",
     "binary_cross_entropy", "smooth_l1_loss", "huber_loss", "kl_div", "normalize",
-    "cosine_similarity",
+    "cosine_similarity", "max_pool1d", "unfold", "fold",
 ]

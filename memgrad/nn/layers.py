@@ -24,7 +24,7 @@ from memgrad.tensor import Tensor
 __all__ = [
     "Identity", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
     "Softplus", "Mish", "Dropout", "LayerNorm", "Embedding", "Conv1d", "Conv2d",
-    "ConvTranspose2d", "MaxPool2d",
+    "ConvTranspose2d", "MaxPool1d", "MaxPool2d",
     "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "Unflatten", "Softmax",
     "LogSoftmax", "MultiheadSelfAttention",
     "TransformerBlock",
@@ -547,6 +547,31 @@ class ConvTranspose2d(Module):
         if self.bias is None:
             s += ", bias=False"
         return s
+
+
+class MaxPool1d(Module):
+    """1-D max pooling over ``(N, C, L)`` input; ``stride`` defaults to ``kernel_size``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.MaxPool1d(2)(mg.randn(1, 3, 8)).shape
+        (1, 3, 4)
+    """
+
+    def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0,
+                 dilation: int = 1) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding = padding
+        self.dilation = dilation
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, dilation={self.dilation}")
 
 
 class MaxPool2d(Module):

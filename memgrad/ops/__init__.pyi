@@ -144,6 +144,7 @@ dropout: Primitive
 elu: Primitive
 embedding: Primitive
 fill: Primitive
+fold: Primitive
 gather_backward: Primitive
 gelu: Primitive
 gelu_backward: Primitive
@@ -174,6 +175,7 @@ std_from_var: Primitive
 sum_to: Primitive
 tanh_backward: Primitive
 to: Primitive
+unfold: Primitive
 vector_norm: Primitive
 view_write: Primitive
 

@@ -94,8 +94,11 @@ __all__ = [
     "conv_transpose2d",
     "conv2d_input_grad",
     "conv2d_weight_grad",
+    "max_pool1d",
     "max_pool2d",
     "max_pool2d_indices",
+    "unfold",
+    "fold",
     "max_pool2d_backward",
     "avg_pool2d",
     "adaptive_avg_pool2d",
@@ -899,3 +902,156 @@ def _check_window(api: str, size, kernel, padding, dilation) -> None:
             f"than the padded input {padded} (input {tuple(size)} plus padding {padding} on "
             "each side); use a smaller kernel or more padding"
         )
+
+
+# ---------------------------------------------------------------------------- unfold, fold
+#
+# F.unfold is im2col with PyTorch's layout, (N, C*KH*KW, L) for L = OH*OW windows (row c*KH*KW
+# + i*KW + j holds kernel offset (i, j) of channel c); F.fold sums such columns back into an
+# image (col2im). Each is linear and the other's transpose, so each one's VJP is the other.
+
+
+@primitive("unfold", kind="movement")
+def _unfold(x, *, kernel_size, dilation, padding, stride):
+    from memgrad._kernels.conv import im2col
+
+    n, c, h, w = x.shape
+    kh, kw = kernel_size
+    oh = _out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = _out_size(w, kw, stride[1], padding[1], dilation[1])
+    col = im2col(np.ascontiguousarray(x), np.empty((c, kh, kw, n, oh, ow), dtype=x.dtype),
+                 *stride, *padding, *dilation)
+    return np.ascontiguousarray(col.transpose(3, 0, 1, 2, 4, 5)).reshape(n, c * kh * kw,
+                                                                         oh * ow)
+
+
+@_unfold.vjp
+def _(g, out, needs, x, kernel_size, dilation, padding, stride):
+    return (_fold(g, output_size=tuple(x.shape[2:]), kernel_size=kernel_size,
+                  dilation=dilation, padding=padding, stride=stride),)
+
+
+@primitive("fold", kind="movement")
+def _fold(cols, *, output_size, kernel_size, dilation, padding, stride):
+    from memgrad._kernels.conv import col2im
+
+    n, ck, _ = cols.shape
+    kh, kw = kernel_size
+    h, w = output_size
+    oh = _out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = _out_size(w, kw, stride[1], padding[1], dilation[1])
+    c = ck // (kh * kw)
+    col = np.ascontiguousarray(cols.reshape(n, c, kh, kw, oh, ow).transpose(1, 2, 3, 0, 4, 5))
+    return col2im(col, np.empty((n, c, h, w), dtype=cols.dtype), *stride, *padding, *dilation)
+
+
+@_fold.vjp
+def _(g, out, needs, cols, output_size, kernel_size, dilation, padding, stride):
+    return (_unfold(g, kernel_size=kernel_size, dilation=dilation, padding=padding,
+                    stride=stride),)
+
+
+def _window_args(api: str, kernel_size, dilation, padding, stride) -> dict:
+    return dict(kernel_size=_pair(kernel_size, "kernel_size", api, low=1),
+                dilation=_pair(dilation, "dilation", api, low=1),
+                padding=_pair(padding, "padding", api, low=0),
+                stride=_pair(stride, "stride", api, low=1))
+
+
+def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """The sliding windows of an (N, C, H, W) input as columns: (N, C*KH*KW, L) with one
+    column per window position (``L = OH*OW``), as ``torch.nn.functional.unfold``.
+
+    Args:
+        input: (N, C, H, W), or (C, H, W) unbatched.
+        kernel_size: an int or a pair.
+        dilation: an int or a pair.
+        padding: zeros on each side, an int or a pair.
+        stride: an int or a pair.
+
+    Example:
+        >>> import memgrad as mg
+        >>> F = mg.nn.functional
+        >>> F.unfold(mg.arange(9.0).reshape(1, 1, 3, 3), 2)[0]
+        tensor([[0., 1., 3., 4.],
+                [1., 2., 4., 5.],
+                [3., 4., 6., 7.],
+                [4., 5., 7., 8.]])
+    """
+    api = "unfold"
+    if not isinstance(input, Tensor) or input.ndim not in (3, 4):
+        got = input.shape if isinstance(input, Tensor) else type(input).__name__
+        raise ShapeError(f"{api}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) tensor, got {got}")
+    if input.ndim == 3:
+        return squeeze(unfold(unsqueeze(input, 0), kernel_size, dilation, padding, stride), 0)
+    if input.dtype.kind != "f":
+        raise TypeError(f"{api}: expected a floating-point input, got dtype {input.dtype}")
+    params = _window_args(api, kernel_size, dilation, padding, stride)
+    _check_window(api, input.shape[2:], params["kernel_size"], params["padding"],
+                  params["dilation"])
+    return _unfold(input, **params)
+
+
+def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """Sum columns (N, C*KH*KW, L), one per window position, into an (N, C, H, W) image of
+    ``output_size`` (overlapping windows add up), as ``torch.nn.functional.fold``: the
+    transpose of ``unfold``.
+
+    Args:
+        input: (N, C*KH*KW, L), or (C*KH*KW, L) unbatched.
+        output_size: the image's (H, W), an int or a pair.
+        kernel_size: an int or a pair.
+        dilation: an int or a pair.
+        padding: an int or a pair.
+        stride: an int or a pair.
+
+    Example:
+        >>> import memgrad as mg
+        >>> F = mg.nn.functional
+        >>> F.fold(mg.ones(1, 4, 4), (3, 3), 2)[0, 0]
+        tensor([[1., 2., 1.],
+                [2., 4., 2.],
+                [1., 2., 1.]])
+    """
+    api = "fold"
+    if not isinstance(input, Tensor) or input.ndim not in (2, 3):
+        got = input.shape if isinstance(input, Tensor) else type(input).__name__
+        raise ShapeError(f"{api}: expected a 2-D (C*KH*KW, L) or 3-D (N, C*KH*KW, L) tensor, "
+                         f"got {got}")
+    if input.ndim == 2:
+        return squeeze(fold(unsqueeze(input, 0), output_size, kernel_size, dilation, padding,
+                            stride), 0)
+    if input.dtype.kind != "f":
+        raise TypeError(f"{api}: expected a floating-point input, got dtype {input.dtype}")
+    params = _window_args(api, kernel_size, dilation, padding, stride)
+    size = _pair(output_size, "output_size", api, low=1)
+    kh, kw = params["kernel_size"]
+    _check_window(api, size, params["kernel_size"], params["padding"], params["dilation"])
+    oh, ow = (_out_size(s, k, st, p, d) for s, k, st, p, d in zip(
+        size, params["kernel_size"], params["stride"], params["padding"], params["dilation"]))
+    if input.shape[1] % (kh * kw) or input.shape[2] != oh * ow:
+        raise ShapeError(f"{api}: input of shape {input.shape} must be (N, C*{kh}*{kw}, "
+                         f"{oh * ow}) for windows of {kh}x{kw} over {size[0]}x{size[1]} "
+                         f"({oh}x{ow} positions)")
+    return _fold(input, output_size=size, **params)
+
+
+def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1) -> Tensor:
+    """1-D max pooling over an (N, C, L) input (or (C, L)); ``stride`` defaults to
+    ``kernel_size``, padding counts as ``-inf``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.conv import max_pool1d
+        >>> max_pool1d(mg.tensor([[[1.0, 3.0, 2.0, 5.0]]]), 2)
+        tensor([[[3., 5.]]])
+    """
+    api = "max_pool1d"
+    if not isinstance(input, Tensor) or input.ndim not in (2, 3):
+        got = input.shape if isinstance(input, Tensor) else type(input).__name__
+        raise ShapeError(f"{api}: expected a 2-D (C, L) or 3-D (N, C, L) input, got {got}")
+    k = _single(kernel_size, "kernel_size", api, 1)
+    s = k if stride is None else _single(stride, "stride", api, 1)
+    p = _single(padding, "padding", api, 0)
+    d = _single(dilation, "dilation", api, 1)
+    return squeeze(max_pool2d(unsqueeze(input, -2), (1, k), (1, s), (0, p), (1, d)), -2)

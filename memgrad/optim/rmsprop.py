@@ -1,4 +1,5 @@
-"""RMSprop and Adagrad, with PyTorch's update rules (NOTE [ In-place optimizer steps ])."""
+"""RMSprop, Adagrad and Adadelta, with PyTorch's update rules (NOTE [ In-place optimizer
+steps ])."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from memgrad.optim.optimizer import Optimizer
 
-__all__ = ["RMSprop", "Adagrad"]
+__all__ = ["RMSprop", "Adagrad", "Adadelta"]
 
 
 def _check_nonnegative(name: str, group: dict[str, Any], keys: tuple[str, ...]) -> None:
@@ -183,3 +184,80 @@ class Adagrad(Optimizer):
         np.divide(g, t, out=t, casting="same_kind")
         np.multiply(t, clr, out=t)
         np.subtract(p, t, out=p)
+
+
+class Adadelta(Optimizer):
+    """Adadelta, as ``torch.optim.Adadelta``. Per step, with gradient ``g``:
+
+    ``g = g + weight_decay * p``; ``v = rho * v + (1 - rho) * g**2``;
+    ``d = sqrt(u + eps) / sqrt(v + eps) * g``; ``u = rho * u + (1 - rho) * d**2``;
+    ``p = p - lr * d`` (``v`` and ``u`` start at zero).
+
+    Args:
+        params: tensors or parameter groups (see ``Optimizer``).
+        lr: scales the step (1.0, as in PyTorch and the method's paper).
+        rho: smoothing constant of both running averages.
+        eps: added inside both square roots.
+        weight_decay: L2 penalty (added to the gradient).
+
+    Example:
+        >>> import memgrad as mg
+        >>> w = mg.tensor([1.0, -2.0], requires_grad=True)
+        >>> opt = mg.optim.Adadelta([w], lr=10.0)
+        >>> for _ in range(200):
+        ...     opt.zero_grad()
+        ...     (w * w).sum().backward()
+        ...     opt.step()
+        >>> bool(w.abs().max() < 0.1)
+        True
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1.0,
+        rho: float = 0.9,
+        eps: float = 1e-6,
+        weight_decay: float = 0,
+    ) -> None:
+        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        _check_nonnegative("Adadelta", group, ("lr", "eps", "weight_decay"))
+        if not 0.0 <= group["rho"] <= 1.0:
+            raise ValueError(f"Adadelta: invalid rho {group['rho']!r}; it must be in [0, 1]")
+
+    def _update(self, p: np.ndarray, g: np.ndarray, group: dict[str, Any],
+                state: dict[str, Any]) -> None:
+        lr, rho, eps, wd = group["lr"], group["rho"], group["eps"], group["weight_decay"]
+        if not state:
+            state["step"] = 0
+            state["square_avg"] = np.zeros_like(p)
+            state["acc_delta"] = np.zeros_like(p)
+        state["step"] += 1
+        scratch = self._scratch
+        if wd != 0:
+            d = scratch.get(0, p)
+            np.multiply(p, wd, out=d)
+            np.add(d, g, out=d, casting="same_kind")
+            g = d
+        v, u = state["square_avg"], state["acc_delta"]
+        t = scratch.get(1, p)
+        np.multiply(v, rho, out=v)
+        np.multiply(g, g, out=t, casting="same_kind")
+        np.multiply(t, 1 - rho, out=t)
+        np.add(v, t, out=v)
+        delta = scratch.get(2, p)
+        np.add(u, eps, out=delta)
+        np.sqrt(delta, out=delta)
+        np.add(v, eps, out=t)
+        np.sqrt(t, out=t)
+        np.divide(delta, t, out=delta)
+        np.multiply(delta, g, out=delta, casting="same_kind")  # sqrt(u + eps) / sqrt(v + eps) * g
+        np.multiply(u, rho, out=u)
+        np.multiply(delta, delta, out=t)
+        np.multiply(t, 1 - rho, out=t)
+        np.add(u, t, out=u)
+        np.multiply(delta, lr, out=delta)
+        np.subtract(p, delta, out=p)

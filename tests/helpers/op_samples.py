@@ -873,6 +873,36 @@ case("max_pool2d_backward", "repeats", inputs(normal(1, 2, 2, 3)),
 # ---------------------------------------------------------------------------- more math
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _np_unfold(x, k, d, p, s):
+    """PyTorch's unfold by its definition: one column per window, rows (c, i, j)."""
+    n, c, h, w = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
+    oh = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    out = np.empty((n, c, k[0], k[1], oh, ow))
+    for i in range(k[0]):
+        for j in range(k[1]):
+            out[:, :, i, j] = xp[:, :, i * d[0]: i * d[0] + s[0] * (oh - 1) + 1: s[0],
+                                 j * d[1]: j * d[1] + s[1] * (ow - 1) + 1: s[1]]
+    return out.reshape(n, c * k[0] * k[1], oh * ow)
+
+
+def _np_fold(cols, size, k, d, p, s):
+    """PyTorch's fold: each column's entries added back where unfold read them."""
+    n, ck, _ = cols.shape
+    c = ck // (k[0] * k[1])
+    h, w = size
+    oh = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    blocks = cols.reshape(n, c, k[0], k[1], oh, ow)
+    xp = np.zeros((n, c, h + 2 * p[0], w + 2 * p[1]))
+    for i in range(k[0]):
+        for j in range(k[1]):
+            xp[:, :, i * d[0]: i * d[0] + s[0] * (oh - 1) + 1: s[0],
+               j * d[1]: j * d[1] + s[1] * (ow - 1) + 1: s[1]] += blocks[:, :, i, j]
+    return xp[:, :, p[0]: p[0] + h, p[1]: p[1] + w]
 case("sin", "2d", inputs(normal(3, 4)), lambda x: P("sin")(x), np.sin)
 case("sin", "method", inputs(normal(5)), lambda x: x.sin(), np.sin)
 case("cos", "2d", inputs(normal(3, 4)), lambda x: P("cos")(x), np.cos)
@@ -952,6 +982,22 @@ case("getitem", "masked_select-bcast", inputs(normal(3, 1)),
 case("expand", "meshgrid-xy", inputs(normal(2), normal(3)),
      lambda x, y: mg.meshgrid(x, y, indexing="xy")[0] * mg.meshgrid(x, y, indexing="xy")[1],
      lambda x, y: np.prod(np.meshgrid(x, y, indexing="xy"), axis=0))
+
+case("unfold", "3x3-pad-stride", inputs(normal(2, 2, 5, 4)),
+     lambda x: _F.unfold(x, 3, padding=1, stride=(2, 1)),
+     lambda x: _np_unfold(x, (3, 3), (1, 1), (1, 1), (2, 1)))
+case("unfold", "dilated-unbatched", inputs(normal(2, 5, 5)),
+     lambda x: _F.unfold(x, 2, dilation=2),
+     lambda x: _np_unfold(x[None], (2, 2), (2, 2), (0, 0), (1, 1))[0])
+case("fold", "overlapping", inputs(normal(2, 8, 6)),
+     lambda c: _F.fold(c, (3, 4), 2),
+     lambda c: _np_fold(c, (3, 4), (2, 2), (1, 1), (0, 0), (1, 1)))
+case("fold", "pad-stride", inputs(normal(1, 9, 4)),
+     lambda c: _F.fold(c, (4, 4), 3, padding=1, stride=2),
+     lambda c: _np_fold(c, (4, 4), (3, 3), (1, 1), (1, 1), (2, 2)))
+case("max_pool2d", "max_pool1d", inputs(distinct(2, 3, 7)),
+     lambda x: _F.max_pool1d(x, 3, stride=2, padding=1),
+     lambda x: _np_max_pool2d(x[:, :, None], (1, 3), (1, 2), (0, 1), (1, 1))[:, :, 0])
 
 case("contiguous", "transposed", inputs(normal(3, 4)), lambda x: x.T.contiguous(),
      lambda x: np.ascontiguousarray(x.T))

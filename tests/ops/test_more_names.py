@@ -334,3 +334,35 @@ def test_masked_select_and_meshgrid_as_numpy():
         mg.meshgrid(mg.tensor(a), indexing="ji")
     with pytest.raises(ShapeError, match="expected 0-D or 1-D tensors"):
         mg.meshgrid(mg.zeros(2, 2))
+
+
+def test_logspace_as_numpy():
+    np.testing.assert_allclose(mg.logspace(0, 3, 4).numpy(), [1.0, 10.0, 100.0, 1000.0])
+    np.testing.assert_allclose(mg.logspace(1, 4, 4, base=2.0, dtype=mg.float64).numpy(),
+                               np.logspace(1, 4, 4, base=2.0), rtol=1e-15)
+    assert mg.logspace(0, 1, 2).dtype == np.float32
+    with pytest.raises(TypeError, match="logspace: base must be a number"):
+        mg.logspace(0, 1, 2, base="e")
+
+
+def test_unfold_and_fold_are_each_others_transpose():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 6, 5))
+    cols = mg.nn.functional.unfold(mg.tensor(x), (2, 3), dilation=(1, 2), padding=1, stride=2)
+    c = rng.standard_normal(cols.shape)
+    back = mg.nn.functional.fold(mg.tensor(c), (6, 5), (2, 3), dilation=(1, 2), padding=1,
+                                 stride=2)
+    # <unfold(x), c> = <x, fold(c)>
+    assert np.sum(cols.numpy() * c) == pytest.approx(np.sum(x * back.numpy()), rel=1e-12)
+    with pytest.raises(ShapeError, match="fold: input of shape"):
+        mg.nn.functional.fold(mg.zeros(1, 5, 4), (3, 3), 2)
+    with pytest.raises(ShapeError, match="unfold: the kernel"):
+        mg.nn.functional.unfold(mg.zeros(1, 1, 2, 2), 3)
+
+
+def test_max_pool1d_module():
+    x = mg.tensor([[[1.0, 3.0, 2.0, 5.0, 4.0]]])
+    assert mg.nn.MaxPool1d(2)(x).tolist() == [[[3.0, 5.0]]]
+    assert mg.nn.MaxPool1d(3, stride=1, padding=1)(x).tolist() == [[[3.0, 3.0, 5.0, 5.0, 5.0]]]
+    with pytest.raises(ShapeError, match="max_pool1d: expected a 2-D"):
+        mg.nn.MaxPool1d(2)(mg.zeros(2))

@@ -1,4 +1,4 @@
-"""RMSprop and Adagrad against NumPy formulations of PyTorch's update rules, with their
+"""RMSprop, Adagrad and Adadelta against NumPy formulations of PyTorch's update rules, with their
 state_dict round trips, parameter groups and in-place steps."""
 
 from __future__ import annotations
@@ -62,6 +62,23 @@ def adagrad_reference(p, grads, lr=1e-2, lr_decay=0.0, weight_decay=0.0,
     return out
 
 
+def adadelta_reference(p, grads, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0):
+    v = np.zeros_like(p)
+    u = np.zeros_like(p)
+    out = []
+    for g in grads:
+        g = g + weight_decay * p
+        v = rho * v + (1 - rho) * g * g
+        delta = np.sqrt(u + eps) / np.sqrt(v + eps) * g
+        u = rho * u + (1 - rho) * delta * delta
+        p = p - lr * delta
+        out.append(p)
+    return out
+
+
+ADADELTA_CASES = [dict(), dict(lr=0.5, rho=0.8), dict(weight_decay=0.1, eps=1e-4)]
+
+
 RMSPROP_CASES = [
     dict(), dict(lr=0.05, alpha=0.9), dict(lr=0.01, weight_decay=0.1),
     dict(lr=0.01, momentum=0.9), dict(lr=0.01, centered=True),
@@ -96,10 +113,21 @@ def test_adagrad_matches_pytorchs_rule(kw, dtype):
         np.testing.assert_allclose(g, w, rtol=0, atol=tol, err_msg=f"step {step}")
 
 
+@pytest.mark.parametrize("kw", ADADELTA_CASES, ids=ids)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_adadelta_matches_pytorchs_rule(kw, dtype):
+    got = run(lambda ps: optim.Adadelta(ps, **kw), P0, GRADS, dtype)
+    for step, (g, w) in enumerate(zip(got, adadelta_reference(P0, GRADS, **kw))):
+        assert g.dtype == dtype
+        tol = 1e-12 if dtype == np.float64 else 1e-5
+        np.testing.assert_allclose(g, w, rtol=0, atol=tol, err_msg=f"step {step}")
+
+
 @pytest.mark.parametrize("make", [
     lambda ps: optim.RMSprop(ps, lr=0.01, momentum=0.9, centered=True),
     lambda ps: optim.Adagrad(ps, lr=0.1, lr_decay=0.01),
-], ids=["rmsprop", "adagrad"])
+    lambda ps: optim.Adadelta(ps, rho=0.5),
+], ids=["rmsprop", "adagrad", "adadelta"])
 def test_state_dict_round_trip_resumes_identically(make):
     w = mg.tensor(P0, requires_grad=True)
     opt = make([w])
@@ -134,7 +162,8 @@ def test_adagrad_state_exists_before_the_first_step_and_groups_have_own_options(
 @pytest.mark.parametrize("make", [
     lambda ps: optim.RMSprop(ps, momentum=0.9, centered=True, weight_decay=0.1),
     lambda ps: optim.Adagrad(ps, weight_decay=0.1),
-], ids=["rmsprop", "adagrad"])
+    lambda ps: optim.Adadelta(ps, weight_decay=0.1),
+], ids=["rmsprop", "adagrad", "adadelta"])
 def test_steps_allocate_no_parameter_sized_arrays(make):
     n = 1 << 18
     w = mg.zeros(n, dtype=mg.float64, requires_grad=True)
@@ -157,3 +186,5 @@ def test_invalid_options_raise():
         optim.RMSprop(w, alpha=-0.5)
     with pytest.raises(ValueError, match="Adagrad: invalid lr_decay -1"):
         optim.Adagrad(w, lr_decay=-1)
+    with pytest.raises(ValueError, match="Adadelta: invalid rho 1.5"):
+        optim.Adadelta(w, rho=1.5)
