@@ -2,7 +2,8 @@
 
 Every kernel of ``memgrad/_kernels`` is timed against the NumPy formulation it replaces
 (its ``*_reference`` function) on a realistic float32 size: 2048x1024 for activations,
-softmax and layer norm, (2048, 256) logits for cross-entropy, 2048x1024 rows scattered
+softmax and layer norm, W2's causal attention scores (16 x 4 heads of 128x128, scale 1/8)
+for the scaled softmax, (2048, 256) logits for cross-entropy, 2048x1024 rows scattered
 into 512 for ``index_add_rows``. Each time is the best of ``--repeats`` calls after a
 warm-up call, numba with ``--threads`` threads (``NUMBA_NUM_THREADS``, default 2). The
 calls go in rounds over all kernels, so that load from other processes spreads over all of
@@ -91,6 +92,18 @@ def _grad_log_softmax(n: int, d: int, dt: np.dtype) -> tuple:
     return _normal((n, d), dt, 1), log_softmax_forward_reference(_normal((n, d), dt, 0))
 
 
+def _scores(n: int, d: int, dt: np.dtype) -> tuple:
+    # stacked (d, d) attention scores, causal, scaled by 1/8
+    return _normal((n, d), dt, 0), 0.125, d
+
+
+def _grad_scaled_softmax(n: int, d: int, dt: np.dtype) -> tuple:
+    from memgrad._kernels.softmax import scaled_softmax_forward_reference
+
+    y = scaled_softmax_forward_reference(_normal((n, d), dt, 0), 0.125, d)
+    return _normal((n, d), dt, 1), y, 0.125
+
+
 def _ln_forward(n: int, d: int, dt: np.dtype) -> tuple:
     return _normal((n, d), dt, 0), _normal((d,), dt, 2), _normal((d,), dt, 3), 1e-5
 
@@ -169,6 +182,10 @@ def cases() -> list[Case]:
         Case("softmax_backward", "softmax", "softmax_backward", None, _grad_softmax),
         Case("log_softmax_backward", "softmax", "log_softmax_backward", None,
              _grad_log_softmax),
+        Case("scaled_softmax_forward", "softmax", "scaled_softmax_forward", None, _scores,
+             rows=16 * 4 * 128, cols=128),
+        Case("scaled_softmax_backward", "softmax", "scaled_softmax_backward", None,
+             _grad_scaled_softmax, rows=16 * 4 * 128, cols=128),
         Case("layer_norm_forward", "norm", "layer_norm_forward", None, _ln_forward),
         Case("layer_norm_backward", "norm", "layer_norm_backward", None, _ln_backward),
         Case("layer_norm_weight_grad", "norm", "layer_norm_weight_grad", None,

@@ -12,10 +12,12 @@ element, which is exact but slow (benchmarks/kernels.py also times ``scipy.speci
 Speed (2048x1024 float32; benchmarks/kernels.py) comes from computing each element
 once, in one pass with no temporaries, in loops LLVM vectorizes: no libm
 call inside them. libm's ``erfc`` and ``tanh`` cost about 20 ns an element and run one
-element at a time, so ``exp`` is ``softmax.fast_exp`` (a polynomial), float32 inputs take
-the normal CDF from a rational approximation around one ``exp`` (relative error below
-1.2e-7, about one float32 ulp); the tanh form of GELU is written as ``x * sigmoid(2u)``,
-which needs only ``exp``. Float64
+element at a time, so ``exp`` is a polynomial: ``softmax.fast_exp`` for float64 data, and
+for float32 data a shorter one (``_exp_for_float32``: degree 8, one scaling, 30% faster
+GELU kernels) that is still far more accurate than the float32 result needs. Float32
+inputs take the normal CDF from a rational approximation around one ``exp`` (relative
+error below 1.2e-7, about one float32 ulp); the tanh form of GELU is written as
+``x * sigmoid(2u)``, which needs only ``exp`` (float32 results within 0.51 ulp). Float64
 inputs keep libm's ``erfc``. A constant test of the dtype (``_is_float32``)
 picks the path when the kernel is compiled. With libm's ``exp`` in the loops, sigmoid was
 slower than NumPy (0.7x). tanh has no kernel: one alone ran at 1.7x NumPy's ``np.tanh``
@@ -28,7 +30,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from memgrad._kernels.softmax import fast_exp
+from memgrad._kernels.softmax import _int64_as_float64, fast_exp
 
 __all__ = [
     "gelu",
@@ -65,6 +67,52 @@ def _is_float32_overload(x):
     return lambda x: answer
 
 
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # fdlibm's split of ln 2: n * _LN2_HI is exact
+_LN2_LO = 1.90821492927058770002e-10
+_INV_FACT = tuple(1.0 / math.factorial(k) for k in range(9))
+
+
+def _exp_for_float32(a):
+    """``exp(a)`` for a float64 ``a`` below 709 whose result only feeds a float32 one: in
+    compiled code a Taylor polynomial of degree 8 after the range reduction (relative error
+    below 3e-10, far under float32's 6e-8, so the float32 result is still the exact one
+    rounded once) and one scaling by ``2^n`` (``a`` is clipped at -700, where every float32
+    result it feeds is 0 or unchanged). No overflow test: the GELU kernels call it on
+    arguments of at most about 0. Run as plain Python it is ``math.exp``."""
+    return math.exp(a)
+
+
+def _exp_for_float32_f64(a):
+    a = a if a > -700.0 else -700.0
+    n = np.floor(a * _LOG2E + 0.5)
+    r = (a - n * _LN2_HI) - n * _LN2_LO  # |r| <= ln(2) / 2
+    p = _INV_FACT[8]
+    p = p * r + _INV_FACT[7]
+    p = p * r + _INV_FACT[6]
+    p = p * r + _INV_FACT[5]
+    p = p * r + _INV_FACT[4]
+    p = p * r + _INV_FACT[3]
+    p = p * r + _INV_FACT[2]
+    p = p * r + 1.0
+    p = p * r + 1.0
+    return p * _int64_as_float64((np.int64(np.int32(n)) + 1023) << 52)
+
+
+@overload(_exp_for_float32)
+def _exp_for_float32_overload(a):
+    if a == types.float64:
+        return _exp_for_float32_f64
+    return None
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _exp(a, single):
+    """``exp(a)`` of a float64 ``a`` (at most about 0): ``_exp_for_float32`` for float32
+    data (``single``), ``fast_exp`` (exact to 1 ulp of float64) for float64 data."""
+    return _exp_for_float32(a) if single else fast_exp(a)
+
+
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _normal_cdf(v, single):
     """Phi(v) = erfc(-v / sqrt(2)) / 2 for a float64 ``v``, relatively accurate in both
@@ -78,7 +126,7 @@ def _normal_cdf(v, single):
     p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
         -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
             -0.82215223 + t * 0.17087277))))))))
-    half_erfc = 0.5 * t * fast_exp(p - z * z)  # erfc(|v| / sqrt(2)) / 2 = Phi(-|v|)
+    half_erfc = 0.5 * t * _exp_for_float32(p - z * z)  # erfc(|v| / sqrt(2)) / 2 = Phi(-|v|)
     return half_erfc if v < 0.0 else 1.0 - half_erfc
 
 
@@ -100,7 +148,7 @@ def gelu_backward(g, x):
     single = _is_float32(x)
     for i in range(x.shape[0]):
         v = np.float64(x[i])
-        pdf = _INV_SQRT_2PI * fast_exp(-0.5 * v * v)
+        pdf = _INV_SQRT_2PI * _exp(-0.5 * v * v, single)
         out[i] = g[i] * (_normal_cdf(v, single) + v * pdf)
     return out
 
@@ -110,10 +158,11 @@ def gelu_tanh(x):
     """``0.5 x (1 + tanh(u))`` with ``u = sqrt(2/pi) (x + 0.044715 x^3)``, computed as
     ``x * sigmoid(2u)`` (one ``exp``, no cancellation for negative x)."""
     out = np.empty_like(x)
+    single = _is_float32(x)
     for i in range(x.shape[0]):
         v = np.float64(x[i])
         u = _K * (v + _C * v * v * v)
-        e = fast_exp(-2.0 * abs(u))  # in (0, 1]: never overflows
+        e = _exp(-2.0 * abs(u), single)  # in (0, 1]: never overflows
         s = 1.0 / (1.0 + e)
         out[i] = v * (s if u >= 0.0 else e * s)
     return out
@@ -124,12 +173,13 @@ def gelu_tanh_backward(g, x):
     """``g`` times the derivative of ``gelu_tanh``:
     ``sigmoid(2u) + 2 x sigmoid(2u) sigmoid(-2u) u'``."""
     out = np.empty_like(g)
+    single = _is_float32(x)
     for i in range(x.shape[0]):
         v = np.float64(x[i])
         v2 = v * v
         u = _K * (v + _C * v2 * v)
         du = _K * (1.0 + 3.0 * _C * v2)
-        e = fast_exp(-2.0 * abs(u))
+        e = _exp(-2.0 * abs(u), single)
         s = 1.0 / (1.0 + e)
         sig = s if u >= 0.0 else e * s
         out[i] = g[i] * (sig + 2.0 * v * du * e * s * s)

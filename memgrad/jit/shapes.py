@@ -529,6 +529,29 @@ def _softmax_backward(args: list, params: dict, max_elements: int) -> tuple:
     return g.shape, dtype
 
 
+def _attention_softmax(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("scores",))
+    _keys(params, ("scale", "causal"))
+    x = _tensor(args, 0, "scores")
+    _floating(x, "scores")
+    if x.ndim < 2:
+        raise ValueError(f"scores must have at least 2 dimensions, got shape {x.shape}")
+    _real(params["scale"], "scale")
+    if not isinstance(params["causal"], bool):
+        raise ValueError(f"causal must be a bool, got {_describe(params['causal'])}")
+    return x.shape, x.dtype
+
+
+def _attention_softmax_backward(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("g", "y"))
+    _keys(params, ("scale",))
+    g, _, dtype = _float_pair(args, ("g", "y"))
+    if g.ndim < 1:
+        raise ValueError("g must have at least 1 dimension, got a 0-d value")
+    _real(params["scale"], "scale")
+    return g.shape, dtype
+
+
 def _classes(args: list, params: dict, x_at: int) -> Meta:
     x = _tensor(args, x_at, "x", ndim=2)
     target = _tensor(args, x_at + 1, "target", ndim=1)
@@ -673,6 +696,8 @@ _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "log_softmax": _softmax,
     "softmax_backward": _softmax_backward,
     "log_softmax_backward": _softmax_backward,
+    "attention_softmax": _attention_softmax,
+    "attention_softmax_backward": _attention_softmax_backward,
     "nll_loss": _nll_loss,
     "nll_loss_backward": _nll_loss_backward,
     "gather_backward": _gather_backward,

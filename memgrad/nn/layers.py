@@ -857,7 +857,9 @@ class LogSoftmax(Module):
 class MultiheadSelfAttention(Module):
     """Multi-head self-attention over ``(batch, seq, embed_dim)`` input.
 
-    One fused ``Linear`` (``qkv``) makes queries, keys and values; the heads are split with
+    One ``Linear`` (``qkv``, its weight the three projections stacked) makes queries, keys
+    and values, each from its third of the weight (three products, so that backward adds no
+    full-size zero gradients for the slices of one output); the heads are split with
     reshape/transpose and attended with ``F.scaled_dot_product_attention`` (scale
     ``1/sqrt(head_dim)``; with ``causal=True`` position ``t`` sees only positions ``<= t``);
     ``out_proj`` mixes the heads back. ``dropout`` is the dropout probability on the
@@ -902,7 +904,12 @@ class MultiheadSelfAttention(Module):
             )
         b, t, e = x.shape
         heads = (b, t, self.num_heads, self.head_dim)
-        q, k, v = (part.reshape(heads).transpose(1, 2) for part in self.qkv(x).chunk(3, -1))
+        w, bias = self.qkv.weight, self.qkv.bias
+        q, k, v = (
+            F.linear(x, w[i * e:(i + 1) * e], None if bias is None else bias[i * e:(i + 1) * e])
+            .reshape(heads).transpose(1, 2)
+            for i in range(3)
+        )
         dropout_p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=self.causal)
         return self.out_proj(y.transpose(1, 2).reshape(b, t, e))

@@ -135,6 +135,8 @@ from memgrad.ops.unary import tan as tan
 from memgrad.ops.unary import trunc as trunc
 
 HANDLES: dict[str, Any]
+attention_softmax: Primitive
+attention_softmax_backward: Primitive
 contiguous: Primitive
 conv2d: Primitive
 conv2d_input_grad: Primitive

@@ -692,6 +692,62 @@ def mse_loss(
 # ---------------------------------------------------------------------------- attention
 
 
+# NOTE [ Attention softmax ]
+# Without an attn_mask, attention's weights are one primitive, ``attention_softmax``:
+# softmax(scores * scale) over the last dim, with the causal mask applied inside the row
+# kernel (the masked entries are never read, and get weight 0), so neither the scaled
+# scores nor a mask is materialized. Its VJP is ``attention_softmax_backward``
+# (scale * y * (g - sum(g * y))), a primitive whose own VJP is written in memgrad ops,
+# as for softmax (NOTE [ Fused softmax ] in ops/reduce.py). Only the weights are saved.
+
+
+def _softmax_rows(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape(-1, a.shape[-1])
+
+
+@primitive("attention_softmax", saves={"out": (0,)}, kind="reduce")
+def _attention_softmax(scores, *, scale, causal):
+    """``softmax(scores * scale, -1)``, with ``causal=True`` the entries above the diagonal
+    of the last two dims masked (weight 0): the weights of ``scaled_dot_product_attention``
+    without an ``attn_mask`` (NOTE [ Attention softmax ] in ops/nn.py)."""
+    from memgrad._kernels.softmax import scaled_softmax_forward
+
+    rows = _softmax_rows(scores)
+    if rows.size == 0:
+        return np.zeros(scores.shape, dtype=scores.dtype)
+    out = scaled_softmax_forward(rows, scale, scores.shape[-2] if causal else 0)
+    return out.reshape(scores.shape)
+
+
+@_attention_softmax.vjp
+def _(g, out, needs, scores, scale, causal):
+    return (attention_softmax_backward(g, out, scale=scale),)
+
+
+@primitive("attention_softmax_backward", saves={"g": (1,), "y": (0, 1)}, kind="reduce")
+def attention_softmax_backward(g, y, *, scale):
+    """``scale * y * (g - sum(g * y, -1))``: the VJP of ``attention_softmax``, in one op;
+    itself differentiable."""
+    from memgrad._kernels.softmax import scaled_softmax_backward
+
+    dtype = np.result_type(g, y)
+    gr, yr = (_softmax_rows(np.asarray(a, dtype=dtype)) for a in (g, y))
+    if gr.size == 0:
+        return np.zeros(y.shape, dtype=dtype)
+    return scaled_softmax_backward(gr, yr, scale).reshape(y.shape)
+
+
+@attention_softmax_backward.vjp
+def _(gg, out, needs, g, y, scale):
+    # linear in g with the symmetric Jacobian scale * (diag(y) - y y^T)
+    gg_g = attention_softmax_backward(gg, y, scale=scale) if needs[0] else None
+    gy = None
+    if needs[1]:
+        gy = gg * (g - (g * y).sum(-1, keepdim=True)) - g * (gg * y).sum(-1, keepdim=True)
+        gy = gy * scale
+    return gg_g, gy
+
+
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
@@ -740,18 +796,17 @@ def scaled_dot_product_attention(
     _check_float(query, "scaled_dot_product_attention")
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
-    scores = (query @ key.mT) * scale
-    if is_causal:
-        length, source = query.shape[-2], key.shape[-2]
-        above = np.triu(np.ones((length, source), dtype=bool), k=1)
-        scores = scores + Tensor(np.where(above, -np.inf, 0.0).astype(scores.dtype))
-    elif attn_mask is not None:
+    scores = query @ key.mT
+    if attn_mask is None:  # the scale and the causal mask are folded into the softmax
+        weights = _attention_softmax(scores, scale=float(scale), causal=bool(is_causal))
+    else:
+        scores = scores * scale
         if attn_mask.dtype == np.bool_:
             bias = np.where(attn_mask.numpy(), 0.0, -np.inf).astype(scores.dtype)
             scores = scores + Tensor(bias)
         else:
             scores = scores + attn_mask
-    weights = softmax(scores, -1)
+        weights = softmax(scores, -1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return weights @ value

@@ -119,3 +119,30 @@ def test_kernels_pass_nan_through():
     for out in (A.gelu(x), A.gelu_tanh(x), A.gelu_backward(np.ones(2, np.float32), x),
                 A.gelu_tanh_backward(np.ones(2, np.float32), x), A.sigmoid(x)):
         assert np.isnan(out[0]) and np.isfinite(out[1])
+
+
+def _ulps(got, want):
+    """|got - want| in units of the float32 spacing at want (float64 want)."""
+    spacing = np.spacing(np.maximum(np.abs(want), np.finfo(np.float32).tiny).astype(np.float32))
+    return np.abs(got.astype(np.float64) - want) / spacing.astype(np.float64)
+
+
+def test_float32_gelu_tanh_and_its_backward_are_rounded_once_everywhere():
+    # x * sigmoid(2u) in float64 (np.exp; the tanh reference cancels to 0 for x < -6)
+    x = np.concatenate([np.linspace(-12, 12, 48001), -np.geomspace(1e-30, 12, 4001),
+                        np.geomspace(1e-30, 12, 4001)]).astype(np.float32)
+    v = x.astype(np.float64)
+    u = math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)
+    s = 1 / (1 + np.exp(-2 * u))
+    du = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * v * v)
+    assert _ulps(A.gelu_tanh(x), v * s).max() <= 0.51
+    d = s + 2 * v * du * s * (1 - s)
+    assert _ulps(A.gelu_tanh_backward(np.ones_like(x), x), d).max() <= 0.51
+
+
+def test_float32_exact_gelu_is_within_3e_7_relative_everywhere():
+    x = np.concatenate([np.linspace(-13, 8, 21001), -np.geomspace(1e-30, 13, 2001)]).astype(
+        np.float32)
+    v = x.astype(np.float64)
+    want = v * 0.5 * np.array([math.erfc(-t / math.sqrt(2)) for t in v])
+    np.testing.assert_allclose(A.gelu(x), want, rtol=3e-7, atol=0)

@@ -112,3 +112,47 @@ def test_fast_exp_float64_is_within_an_ulp():
     normal = want >= 2.0**-1022
     assert np.all(np.abs(got - want)[normal] <= np.spacing(want[normal]))
     np.testing.assert_allclose(got[~normal], want[~normal], rtol=0, atol=2.0**-1074)
+
+
+@st.composite
+def scores(draw):
+    """(N, D) rows in ``dtype``, a scale, and ``causal``: 0 or a number of rows per matrix
+    (N a multiple of it)."""
+    causal = draw(st.sampled_from([0, 1, 3, 7]))
+    n = draw(st.integers(0, 4)) * max(causal, 1) + (draw(st.integers(0, 5)) if not causal else 0)
+    d = draw(st.integers(1, 200))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = draw(st.sampled_from([0.1, 1.0, 30.0])) * rng.standard_normal((n, d))
+    scale = draw(st.sampled_from([0.125, 1.0, 3.0, -0.5]))
+    return x.astype(dtype), rng.standard_normal((n, d)).astype(dtype), scale, causal
+
+
+@SETTINGS
+@given(scores())
+def test_scaled_softmax_forward_matches_reference(case):
+    x, _, scale, causal = case
+    got = S.scaled_softmax_forward(x, scale, causal)
+    want = S.scaled_softmax_forward_reference(x.astype(np.float64), scale, causal)
+    _close(got, want, x.dtype)
+    if causal:  # the masked entries are exactly 0
+        above = np.arange(x.shape[1])[None, :] > (np.arange(x.shape[0]) % causal)[:, None]
+        assert np.all(got[above] == 0)
+
+
+def test_scaled_softmax_forward_is_the_scaled_masked_softmax_bit_for_bit():
+    # the same float32 result as multiplying, adding the -inf mask and taking softmax
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2 * 128, 128)).astype(np.float32)
+    mask = np.triu(np.full((128, 128), -np.inf, np.float32), 1)
+    z = (x.reshape(2, 128, 128) * np.float32(0.125) + mask).reshape(-1, 128)
+    np.testing.assert_array_equal(S.scaled_softmax_forward(x, 0.125, 128), S.softmax_forward(z))
+
+
+@SETTINGS
+@given(scores())
+def test_scaled_softmax_backward_matches_reference(case):
+    x, g, scale, causal = case
+    y = S.scaled_softmax_forward_reference(x.astype(np.float64), scale, causal).astype(x.dtype)
+    want = S.scaled_softmax_backward_reference(g.astype(np.float64), y.astype(np.float64), scale)
+    _close(S.scaled_softmax_backward(g, y, scale), want, x.dtype)

@@ -627,6 +627,10 @@ def _np_nll_grad(g: np.ndarray, t: np.ndarray, classes: int, smoothing: float) -
     return -q * np.where(kept, g, 0.0)[:, None]
 
 
+_ATTEND = np.array([[True, False, True, True, False], [False, True, True, False, False],
+                   [True, True, True, True, True]])  # an attention mask of (3, 5)
+
+
 def _np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
     s = s + np.triu(np.full(s.shape[-2:], -np.inf), 1)
@@ -667,8 +671,28 @@ case("softmax", "dim1", inputs(normal(3, 4)), lambda x: P("softmax")(x, dim=1),
 case("softmax", "public-dim0-3d", inputs(normal(3, 2, 4)), lambda x: mg.softmax(x, 0),
      lambda x: _np_softmax(x, 0))
 case("softmax", "method-0d", inputs(normal()), lambda x: x.softmax(0), lambda x: np.ones_like(x))
-case("softmax", "attention-causal", inputs(normal(2, 3, 4), normal(2, 5, 4), normal(2, 5, 2)),
+case("softmax", "attention-mask", inputs(normal(2, 3, 4), normal(2, 5, 4), normal(2, 5, 2)),
+     lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mg.tensor(_ATTEND)),
+     lambda q, k, v: _np_softmax(q @ np.swapaxes(k, -1, -2) / 2 + np.where(_ATTEND, 0, -np.inf),
+                                 -1) @ v)
+case("attention_softmax", "sdpa-causal",
+     inputs(normal(2, 3, 4), normal(2, 5, 4), normal(2, 5, 2)),
      lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), _np_attention)
+case("attention_softmax", "causal", inputs(normal(2, 3, 4)),
+     lambda x: P("attention_softmax")(x, scale=0.5, causal=True),
+     lambda x: _np_softmax(0.5 * x + np.triu(np.full((3, 4), -np.inf), 1), -1))
+case("attention_softmax", "wide-causal", inputs(normal(5, 3)),
+     lambda x: P("attention_softmax")(x, scale=2.0, causal=True),
+     lambda x: _np_softmax(2.0 * x + np.triu(np.full((5, 3), -np.inf), 1), -1))
+case("attention_softmax", "full", inputs(normal(2, 2, 3, 4)),
+     lambda x: P("attention_softmax")(x, scale=0.25, causal=False),
+     lambda x: _np_softmax(0.25 * x, -1))
+case("attention_softmax", "sdpa", inputs(normal(2, 3, 4), normal(2, 5, 4), normal(2, 5, 2)),
+     lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3),
+     lambda q, k, v: _np_softmax(0.3 * q @ np.swapaxes(k, -1, -2), -1) @ v)
+case("attention_softmax_backward", "2d", inputs(normal(3, 4), uniform(0.05, 1, 3, 4)),
+     lambda g, y: P("attention_softmax_backward")(g, y, scale=0.5),
+     lambda g, y: 0.5 * y * (g - (g * y).sum(-1, keepdims=True)))
 case("softmax_backward", "dim1", inputs(normal(3, 4), uniform(0.05, 1, 3, 4)),
      lambda g, y: P("softmax_backward")(g, y, dim=1),
      lambda g, y: y * (g - (g * y).sum(axis=1, keepdims=True)))
