@@ -498,6 +498,15 @@ def _mg_copy(t: mg.Tensor, values: Any) -> None:
 _np_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
+def _np_attention(x: np.ndarray, causal: bool) -> np.ndarray:
+    """softmax(x x^T / sqrt(E) + mask) x, by the definition."""
+    scores = x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1])
+    if causal:
+        length = x.shape[-2]
+        scores = np.where(np.triu(np.ones((length, length), bool), 1), -np.inf, scores)
+    return np.exp(_np_log_softmax(scores, -1)) @ x
+
+
 def _np_index_select(a: list, p: dict) -> np.ndarray:
     return np.take(a[0], np.asarray(p["index"], dtype=np.int64), axis=p["dim"])
 
@@ -640,6 +649,11 @@ OPS: dict[str, OpSpec] = {
     "softmax": OpSpec(lambda a, p: np.exp(_np_log_softmax(a[0], p["dim"])),
                       lambda a, p: F.softmax(a[0], dim=p["dim"]),
                       lambda n, p: f"F.softmax({n[0]}, dim={p['dim']})"),
+    "attention": OpSpec(lambda a, p: _np_attention(a[0], p["causal"]),
+                        lambda a, p: F.scaled_dot_product_attention(a[0], a[0], a[0],
+                                                                    is_causal=p["causal"]),
+                        lambda n, p: f"F.scaled_dot_product_attention({n[0]}, {n[0]}, "
+                                     f"{n[0]}, is_causal={p['causal']})"),
     "log_softmax": OpSpec(lambda a, p: _np_log_softmax(a[0], p["dim"]),
                           lambda a, p: F.log_softmax(a[0], dim=p["dim"]),
                           lambda n, p: f"F.log_softmax({n[0]}, dim={p['dim']})"),
@@ -1352,6 +1366,15 @@ def _mk_matmul(g: _Gen) -> bool:
     return True
 
 
+def _mk_attention(g: _Gen) -> bool:
+    """Self-attention of one value (query, key and value alike), causal or not."""
+    a = g.pick(pred=lambda r: g.np[r].ndim >= 2)
+    if a is None:
+        return False
+    g.emit("attention", (a,), {"causal": g.flag()})
+    return True
+
+
 def _mk_softmax(op: str):
     def make(g: _Gen) -> bool:
         a = g.pick(pred=lambda r: g.np[r].ndim >= 1)
@@ -1671,7 +1694,8 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
      ("min_dim", _mk_reduce("min_dim")), ("var", _mk_reduce("var")),
      ("std", _mk_reduce("std")), ("logsumexp", _mk_reduce("logsumexp"))],
     [("matmul", _mk_matmul), ("softmax", _mk_softmax("softmax")),
-     ("log_softmax", _mk_softmax("log_softmax")), ("layer_norm", _mk_layer_norm)],
+     ("log_softmax", _mk_softmax("log_softmax")), ("layer_norm", _mk_layer_norm),
+     ("attention", _mk_attention)],
     [("batch_norm", _mk_channel_norm("batch_norm")),
      ("group_norm", _mk_channel_norm("group_norm")), ("rms_norm", _mk_rms_norm)],
     [("cat", _mk_cat), ("stack", _mk_stack)],
