@@ -44,21 +44,16 @@ are short next to the GEMMs, which already keep both cores busy.
 
 NOTE [ Batch-parallel convolution ]
 The kernels stay serial; the three convolution primitives run in parallel over the batch
-instead. With NumPy's OpenBLAS on k threads (and ``openblas_set_num_threads_local``, OpenBLAS
-0.3.27 or later), ``_in_parts`` splits the batch into k contiguous parts and runs each on
-its own thread (the calling thread takes the first, ``k - 1`` helper threads the others),
-with single-threaded BLAS on each: a part is its samples' im2col, GEMMs and col2im in turn,
-so the serial kernels run on every core instead of leaving the others idle, and there is one
-join per op instead of OpenBLAS's barriers inside every GEMM. The weight gradient sums its
-parts in their order, so results do not depend on timing. With one BLAS thread, or another
-BLAS, everything runs on the calling thread. A forked child makes its own helper threads.
-Ops under ``_PARTS_MIN_MACS`` multiply-adds stay on the calling thread. On one thread the
-kernels take about a fifth of W3's convolution time, which the split spreads over both
-cores. And it holds up under load: the W3 step on a 2-core machine running 7 to 16 other
-jobs (medians of 5, interleaved with PyTorch's) took 0.54 to 1.03 s, against 6.2 to 19.7 s
-with 3-sample GEMMs on OpenBLAS's two threads and serial kernels (PyTorch: 1.6 to 4.4 s):
-OpenBLAS's threads wait for each other at every GEMM's barriers, and a preempted one stalls
-the other.
+instead (``in_parts``, NOTE [ Batch parts ] in memgrad/ops/parts.py): a part is its samples'
+im2col, GEMMs and col2im in turn, so the serial kernels run on every core instead of leaving
+the others idle, and there is one join per op instead of OpenBLAS's barriers inside every
+GEMM. The weight gradient sums its parts in their order, so results do not depend on
+timing. On one thread the kernels take about a fifth of W3's convolution time, which the
+split spreads over both cores. And it holds up under load: the W3 step on a 2-core machine
+running 7 to 16 other jobs (medians of 5, interleaved with PyTorch's) took 0.54 to 1.03 s,
+against 6.2 to 19.7 s with 3-sample GEMMs on OpenBLAS's two threads and serial kernels
+(PyTorch: 1.6 to 4.4 s): OpenBLAS's threads wait for each other at every GEMM's barriers,
+and a preempted one stalls the other.
 
 Max pooling keeps its argmax, not its input: ``max_pool2d_indices`` finds each window's
 maximum position in one pass of the pooling kernel (not differentiable), and the primitive
@@ -72,18 +67,15 @@ produced it (``relu`` keeps its output).
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import math
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from memgrad.errors import ShapeError
 from memgrad.ops.elementwise import where
 from memgrad.ops.movement import getitem, squeeze, unsqueeze
+from memgrad.ops.parts import in_parts
 from memgrad.ops.reduce import sum as _sum
 from memgrad.ops.registry import primitive
 from memgrad.tensor import Tensor
@@ -106,9 +98,6 @@ __all__ = [
 
 # columns per chunk of the batch (see NOTE [ Convolution as one GEMM ])
 _CHUNK_BYTES = 1 << 20
-# multiply-adds below which an op stays on the calling thread (NOTE [ Batch-parallel
-# convolution ]): about 0.1 ms of one core, against tens of microseconds for a hand-off
-_PARTS_MIN_MACS = 1 << 23
 
 _scratch = threading.local()
 
@@ -149,79 +138,6 @@ def _per_sample(col: np.ndarray, groups: int) -> np.ndarray:
     return col.reshape(groups, c // groups * kh * kw, m, oh * ow).transpose(2, 0, 1, 3)
 
 
-# ---------------------------------------------------------------------------- batch parts
-# (NOTE [ Batch-parallel convolution ])
-
-
-def _find_set_local():
-    """``openblas_set_num_threads_local`` of NumPy's bundled OpenBLAS (0.3.27 or later: the
-    calling thread's BLAS thread count, returning the previous one), or None."""
-    here = os.path.dirname(np.__file__)
-    for path in glob.glob(here + ".libs/*openblas*") + glob.glob(here + "/.dylibs/*openblas*"):
-        try:
-            fn = getattr(ctypes.CDLL(path), "openblas_set_num_threads_local", None)
-        except OSError:
-            continue
-        if fn is not None:
-            fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
-            return fn
-    return None
-
-
-class _Parts:
-    """The helper threads of the batch-parallel convolution, made on first use."""
-
-    set_local: object = False  # not looked up yet
-    pool: ThreadPoolExecutor | None = None
-    size = 0
-
-
-def _reset_parts_after_fork() -> None:
-    _Parts.pool, _Parts.size = None, 0  # the child has none of the parent's threads
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_parts_after_fork)
-
-
-def _one_blas_thread(set_local, work, lo: int, hi: int):
-    prev = set_local(1)
-    try:
-        return work(lo, hi)
-    finally:
-        set_local(prev)
-
-
-def _in_parts(n: int, macs: int, work) -> list:
-    """``[work(lo, hi), ...]`` over contiguous parts of the batch ``range(n)``: one part per
-    BLAS thread, each on its own thread with single-threaded BLAS, or ``[work(0, n)]`` when
-    NumPy's BLAS runs one thread here or offers no per-thread count, or the op's ``macs``
-    multiply-adds are too few to pay for the hand-off."""
-    if _Parts.set_local is False:
-        _Parts.set_local = _find_set_local()
-    set_local = _Parts.set_local
-    if set_local is None or n < 2 or macs < _PARTS_MIN_MACS:
-        return [work(0, n)]
-    threads = set_local(1)
-    try:
-        k = min(threads, n)
-        if k < 2:
-            return [work(0, n)]
-        if _Parts.size < k - 1:
-            _Parts.pool = ThreadPoolExecutor(k - 1, thread_name_prefix="memgrad-conv")
-            _Parts.size = k - 1
-        ends = [n * i // k for i in range(k + 1)]
-        futures = [_Parts.pool.submit(_one_blas_thread, set_local, work, ends[i], ends[i + 1])
-                   for i in range(1, k)]
-        try:
-            first = work(0, ends[1])
-        finally:
-            rest = [f.result() for f in futures]
-        return [first, *rest]
-    finally:
-        set_local(threads)
-
-
 # ---------------------------------------------------------------------------- conv2d
 
 
@@ -246,7 +162,7 @@ def _conv2d(x, weight, bias, *, stride, padding, dilation, groups):
         if bias is not None:
             out[lo:hi] += bias[:, None, None]
 
-    _in_parts(n, n * co * kg * length, work)
+    in_parts(n, n * co * kg * length, work)
     return out
 
 
@@ -290,7 +206,7 @@ def conv2d_input_grad(g, weight, *, input_shape, stride, padding, dilation, grou
             np.matmul(wt, rows[n0:n1], out=_per_sample(col, groups))
             col2im(col, gx[n0:n1], *stride, *padding, *dilation)
 
-    _in_parts(n, n * co * kg * oh * ow, work)
+    in_parts(n, n * co * kg * oh * ow, work)
     return gx
 
 
@@ -333,7 +249,7 @@ def conv2d_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups)
             gw += part.sum(axis=0) if n1 - n0 > 1 else part[0]
         return gw
 
-    gw, *rest = _in_parts(n, n * co * kg * oh * ow, work)
+    gw, *rest = in_parts(n, n * co * kg * oh * ow, work)
     for other in rest:
         gw += other
     return np.ascontiguousarray(gw.transpose(0, 2, 1)).reshape(weight_shape)

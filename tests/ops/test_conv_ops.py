@@ -12,6 +12,7 @@ import pytest
 
 import memgrad as mg
 from memgrad.ops import conv as conv_ops
+from memgrad.ops import parts as parts_mod
 from memgrad.ops.conv import conv2d, max_pool2d
 
 
@@ -207,14 +208,14 @@ def test_conv2d_batch_parts_on_helper_threads_match_the_direct_sum(monkeypatch, 
     arrays = [rng.standard_normal((7, 4, 6, 5)), rng.standard_normal((6, 2, 3, 3)),
               rng.standard_normal(6)]
     params = dict(stride=(2, 1), padding=1, groups=2)
-    monkeypatch.setattr(conv_ops._Parts, "set_local", None)
+    monkeypatch.setattr(parts_mod.Parts, "set_local", None)
     whole = _conv_values_and_grads(arrays, **params)
     calls = []
-    monkeypatch.setattr(conv_ops._Parts, "set_local", _fake_blas_threads(threads, calls))
-    monkeypatch.setattr(conv_ops._Parts, "pool", None)
-    monkeypatch.setattr(conv_ops._Parts, "size", 0)
+    monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(threads, calls))
+    monkeypatch.setattr(parts_mod.Parts, "pool", None)
+    monkeypatch.setattr(parts_mod.Parts, "size", 0)
     monkeypatch.setattr(conv_ops, "_CHUNK_BYTES", 1)
-    monkeypatch.setattr(conv_ops, "_PARTS_MIN_MACS", 0)
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
     parts = _conv_values_and_grads(arrays, **params)
     for got, want in zip(parts, whole):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
@@ -225,16 +226,16 @@ def test_conv2d_batch_parts_on_helper_threads_match_the_direct_sum(monkeypatch, 
     for run in runs:
         assert sorted(v for _, v in run) == [1] * threads + [threads] * threads
         assert run[0] == (threading.current_thread().name, 1)
-        assert sum(name.startswith("memgrad-conv") for name, _ in run) == 2 * (threads - 1)
-    conv_ops._Parts.pool.shutdown()
+        assert sum(name.startswith("memgrad-parts") for name, _ in run) == 2 * (threads - 1)
+    parts_mod.Parts.pool.shutdown()
 
 
 @pytest.mark.parametrize("threads,min_macs", [(1, 0), (2, 4 * 3 * 18 * 9 + 1)])
 def test_conv2d_batch_parts_stay_on_the_calling_thread(monkeypatch, threads, min_macs):
-    """With one BLAS thread, or fewer multiply-adds than ``_PARTS_MIN_MACS``."""
+    """With one BLAS thread, or fewer multiply-adds than ``PARTS_MIN_MACS``."""
     calls = []
-    monkeypatch.setattr(conv_ops._Parts, "set_local", _fake_blas_threads(threads, calls))
-    monkeypatch.setattr(conv_ops, "_PARTS_MIN_MACS", min_macs)
+    monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(threads, calls))
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", min_macs)
     rng = np.random.default_rng(8)
     x, w = rng.standard_normal((4, 2, 5, 5)), rng.standard_normal((3, 2, 3, 3))
     np.testing.assert_allclose(conv2d(mg.tensor(x), mg.tensor(w)).numpy(), np_conv2d(x, w),
@@ -494,12 +495,12 @@ def test_conv2d_batch_parts_in_a_forked_child(monkeypatch):
     own (the parent's threads do not exist there: using their pool would hang)."""
     rng = np.random.default_rng(14)
     x, w = rng.standard_normal((4, 3, 8, 8)), rng.standard_normal((5, 3, 3, 3))
-    monkeypatch.setattr(conv_ops._Parts, "set_local", _fake_blas_threads(2, []))
-    monkeypatch.setattr(conv_ops, "_PARTS_MIN_MACS", 0)
-    monkeypatch.setattr(conv_ops._Parts, "pool", None)
-    monkeypatch.setattr(conv_ops._Parts, "size", 0)
+    monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, []))
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    monkeypatch.setattr(parts_mod.Parts, "pool", None)
+    monkeypatch.setattr(parts_mod.Parts, "size", 0)
     want = max_pool2d(conv2d(mg.tensor(x), mg.tensor(w), padding=1), 2).numpy()
-    assert conv_ops._Parts.pool is not None
+    assert parts_mod.Parts.pool is not None
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
     proc = ctx.Process(target=_conv_in_child, args=(queue, x, w))
@@ -512,4 +513,4 @@ def test_conv2d_batch_parts_in_a_forked_child(monkeypatch):
             proc.kill()
     assert proc.exitcode == 0
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    conv_ops._Parts.pool.shutdown()
+    parts_mod.Parts.pool.shutdown()

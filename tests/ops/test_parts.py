@@ -1,0 +1,78 @@
+"""Batched matrix products in parts of the batch (NOTE [ Batch parts ]): with a stand-in
+BLAS thread count, each part runs on its own thread with one BLAS thread, and values and
+gradients are those of NumPy's matmul."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import memgrad as mg
+from memgrad.ops import parts as parts_mod
+
+
+def _fake_blas_threads(threads, calls):
+    """A stand-in for openblas_set_num_threads_local: per-thread counts, recorded."""
+    counts = threading.local()
+
+    def set_local(n):
+        prev = getattr(counts, "n", threads)
+        counts.n = n
+        calls.append((threading.current_thread().name, n))
+        return prev
+
+    return set_local
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    calls = []
+    monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
+    monkeypatch.setattr(parts_mod.Parts, "pool", None)
+    monkeypatch.setattr(parts_mod.Parts, "size", 0)
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    yield calls
+    if parts_mod.Parts.pool is not None:
+        parts_mod.Parts.pool.shutdown()
+
+
+@pytest.mark.parametrize("batch", [(5,), (2, 3)])
+def test_batched_matmul_in_parts_equals_numpy(two_threads, batch):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(batch + (4, 3))
+    b = rng.standard_normal(batch + (3, 6))
+    x, y = mg.tensor(a, requires_grad=True), mg.tensor(b, requires_grad=True)
+    out = x @ y
+    np.testing.assert_allclose(out.numpy(), np.matmul(a, b), rtol=1e-13, atol=1e-13)
+    g = rng.standard_normal(out.shape)
+    out.backward(mg.tensor(g))
+    np.testing.assert_allclose(x.grad.numpy(), g @ np.swapaxes(b, -1, -2), rtol=1e-13,
+                               atol=1e-13)
+    np.testing.assert_allclose(y.grad.numpy(), np.swapaxes(a, -1, -2) @ g, rtol=1e-13,
+                               atol=1e-13)
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+
+
+def test_transposed_operands_and_the_calling_threads_count_restored(two_threads):
+    rng = np.random.default_rng(1)
+    k = rng.standard_normal((2, 3, 5, 4))
+    q = rng.standard_normal((2, 3, 5, 4))
+    got = (mg.tensor(q) @ mg.tensor(k).mT).numpy()  # a transposed view, as attention has
+    np.testing.assert_allclose(got, q @ np.swapaxes(k, -1, -2), rtol=1e-13, atol=1e-13)
+    mine = [n for name, n in two_threads if name == threading.current_thread().name]
+    assert mine[0] == 1 and mine[-1] == 2  # one BLAS thread during the op, two after
+
+
+def test_small_or_broadcast_products_stay_on_the_calling_thread(monkeypatch):
+    calls = []
+    monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((3, 4, 5)), rng.standard_normal((5, 2))
+    np.testing.assert_allclose((mg.tensor(a) @ mg.tensor(b)).numpy(), a @ b, rtol=1e-13)
+    small = rng.standard_normal((3, 2, 2))
+    np.testing.assert_allclose((mg.tensor(small) @ mg.tensor(small)).numpy(), small @ small,
+                               rtol=1e-13)
+    assert calls == []
