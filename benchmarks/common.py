@@ -164,9 +164,14 @@ def torch_or_none() -> Any:
     return torch
 
 
-def workload_args(doc: str, argv: list[str] | None, repeats: int, warmup: int) -> Any:
-    """The options every W1-W3 benchmark takes: --repeats, --warmup, --only, --small."""
+def workload_args(doc: str, argv: list[str] | None, repeats: int, warmup: int,
+                  clock: bool = False) -> Any:
+    """The options every W1-W3 benchmark takes: --repeats, --warmup, --only, --small (and,
+    with ``clock``, --clock wall|cpu)."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    if clock:
+        parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                            help="wall time, or this process's CPU time (default: wall)")
     parser.add_argument("--repeats", type=int, default=repeats,
                         help=f"timed steps (default: {repeats})")
     parser.add_argument("--warmup", type=int, default=warmup, help="untimed steps first")

@@ -11,8 +11,13 @@ ratios, the spread their interquartile range. Targets: on W2 at 50% and 25% the 
 least 10% faster; it is never slower (within the spread); W1 fits at 20%; predicted peak
 within 10% and predicted step time within 15% of measured.
 
+``--clock cpu`` times with the process's CPU time (all its threads) instead of the wall
+clock: on a machine shared with other jobs the wall clock measures the load as much as
+the step.
+
 Usage:
     python benchmarks/planner.py [--repeats 5] [--only W1,W2,W3,train,gpt] [--small]
+                                 [--clock wall|cpu]
 """
 
 from __future__ import annotations
@@ -78,18 +83,23 @@ def _peak(step: Callable[[], None]) -> int:
     return t.peak_above_start
 
 
-def _seconds(step: Callable[[], None]) -> float:
-    start = time.perf_counter()
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def _seconds(step: Callable[[], None], clock: Callable[[], float] = time.perf_counter
+             ) -> float:
+    start = clock()
     step()
-    return time.perf_counter() - start
+    return clock() - start
 
 
-def _paired(a: Callable[[], None], b: Callable[[], None], repeats: int
+def _paired(a: Callable[[], None], b: Callable[[], None], repeats: int,
+            clock: Callable[[], float] = time.perf_counter
             ) -> tuple[float, float, float, float]:
     """Medians of a and b timed alternately, the median ratio b/a and its spread (IQR)."""
     ta, tb, ratios = [], [], []
     for _ in range(repeats):
-        x, y = _seconds(a), _seconds(b)
+        x, y = _seconds(a, clock), _seconds(b, clock)
         ta.append(x)
         tb.append(y)
         ratios.append(y / x)
@@ -97,18 +107,21 @@ def _paired(a: Callable[[], None], b: Callable[[], None], repeats: int
     return statistics.median(ta), statistics.median(tb), statistics.median(ratios), q[2] - q[0]
 
 
-def _equal_counts(model: Any, x: mg.Tensor, loss_fn: Callable) -> dict[int, tuple[int, float]]:
+def _equal_counts(model: Any, x: mg.Tensor, loss_fn: Callable, clock: Callable[[], float]
+                  ) -> dict[int, tuple[int, float]]:
     """Measured peak and one timing of every segment count (a Sequential's)."""
     out = {}
     for k in range(2, len(model) + 1):
         step = _step(model, x, loss_fn, k)
         step()
-        out[k] = (_peak(step), _seconds(step))
+        out[k] = (_peak(step), _seconds(step, clock))
     return out
 
 
-def run(key: str, name: str, sizes: dict, repeats: int, machine: dict) -> list[list]:
+def run(key: str, name: str, sizes: dict, repeats: int, machine: dict,
+        clock: str = "wall") -> list[list]:
     """Measure one model under its budgets; returns its table rows."""
+    tick = CLOCKS[clock]
     model, x, loss_fn = _build(name, sizes)
     plain = _step(model, x, loss_fn, None)
     plain()  # the gradients exist from here on, and are zeroed in place
@@ -116,7 +129,7 @@ def run(key: str, name: str, sizes: dict, repeats: int, machine: dict) -> list[l
     start = time.perf_counter()
     profile = profile_graph(model, (x,), loss_fn, repeats)
     profile_s = time.perf_counter() - start
-    equal = _equal_counts(model, x, loss_fn) if isinstance(model, mg.nn.Sequential) else {}
+    equal = _equal_counts(model, x, loss_fn, tick) if isinstance(model, mg.nn.Sequential) else {}
     rows = []
     for fraction in FRACTIONS.get(key, DEFAULT_FRACTIONS):
         budget = int(fraction * plain_peak)
@@ -141,11 +154,11 @@ def run(key: str, name: str, sizes: dict, repeats: int, machine: dict) -> list[l
 
         fits = {k: v for k, v in equal.items() if v[0] <= budget}
         if plain_peak <= budget:
-            fits[1] = (plain_peak, _seconds(plain))
+            fits[1] = (plain_peak, _seconds(plain, tick))
         best = min(fits, key=lambda k: fits[k][1]) if fits else None
         rival = _step(model, x, loss_fn, None if best == 1 else best) if best else plain
-        plan_s, rival_s, speedup, spread = _paired(planned_step, rival, repeats)
-        plain_s = statistics.median(_seconds(plain) for _ in range(max(1, repeats // 2)))
+        plan_s, rival_s, speedup, spread = _paired(planned_step, rival, repeats, tick)
+        plain_s = statistics.median(_seconds(plain, tick) for _ in range(max(1, repeats // 2)))
         peak_err = measured_peak / p.predicted_peak - 1
         predicted_s = plain_s + p.predicted_extra_seconds
         time_err = plan_s / predicted_s - 1
@@ -158,7 +171,7 @@ def run(key: str, name: str, sizes: dict, repeats: int, machine: dict) -> list[l
               else None, "speedup": round(speedup, 3) if best else None,
               "speedup_iqr": round(spread, 3) if best else None,
               "profile_s": round(profile_s, 2), "solve_s": round(solve_s, 2),
-              "machine": machine})
+              "clock": clock, "machine": machine})
         rows.append([
             key, f"{fraction:.0%}", f"{measured_peak / budget:.2f}", f"{peak_err:+.1%}",
             f"{plan_s * 1e3:.0f}", f"{time_err:+.1%}", str(p.depth - 1),
@@ -171,17 +184,18 @@ def run(key: str, name: str, sizes: dict, repeats: int, machine: dict) -> list[l
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the JSON lines and the table; returns the exit status."""
-    args = workload_args(__doc__, argv, repeats=5, warmup=1)
+    args = workload_args(__doc__, argv, repeats=5, warmup=1, clock=True)
     machine = machine_info()
     catalogue = {**(SMALL if args.small else FULL), **(EXTRA_SMALL if args.small else EXTRA)}
     only = args.only if args.only != "W1,W2,W3" else "W1,W2,W3,train,gpt"
     rows = []
     for key in only.split(","):
         name, sizes = catalogue[key]
-        rows += run(key, name, sizes, args.repeats, machine)
+        rows += run(key, name, sizes, args.repeats, machine, args.clock)
     print()
     print(f"graph planner, gradients zeroed in place; {machine['cpu']}, {machine['cores']} "
-          f"cores (shared), BLAS {machine['blas']}; paired timing, median of {args.repeats}")
+          f"cores (shared), BLAS {machine['blas']}; paired timing ({args.clock} clock), median "
+          f"of {args.repeats}")
     print(table(["model", "budget", "peak/budget", "peak vs predicted", "plan ms",
                  "time vs predicted", "levels", "best equal", "its ms", "plan speedup"], rows))
     return 0

@@ -259,6 +259,9 @@ def plan_from_graph_profile(
         if solution is None:
             least = solve_chain(chain, cap, least=True)
             assert least is not None  # the plain schedule fits its own peak
+            if least.peak <= budget_bytes:  # a fit the rounding to slots hid
+                solution = least
+        if solution is None:
             raise PlanError(
                 f"plan: no schedule fits a budget of {budget_bytes:,} bytes; the smallest "
                 f"feasible budget for this model and input is "

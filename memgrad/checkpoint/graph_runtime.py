@@ -7,7 +7,10 @@ A planned forward runs the model's code as it is, under an interpreter that numb
 saved-tensor hooks that decide for every value a node saves: kept (the stage runs with a
 kept variant that holds its buffer, or it is the stage's input or output), or a placeholder
 naming the value. The interpreter also holds, as the schedule's forward part says, the
-stage inputs kept as sources and the kept buffers (references: no copies).
+stage inputs kept as sources and, of the kept values, those that the ops a stage rebuilds
+read (references: no copies). The other kept values are held by the nodes that saved them
+alone, so they are freed as backward goes, as in a plain step (the cost model's backward
+transient is measured on the plain step).
 
 In backward, the first placeholder of stage j that is unpacked carries the schedule on to
 ``("bwd", j)`` (NOTE [ Chain schedule ] in solver.py): each ``("fwd", i, v)`` it passes
@@ -92,8 +95,33 @@ class Layout:
         replayed = {a[1] for a in self.backward if a[0] == "fwd"}
         rebuilds = {j for j, m in enumerate(self.mode) if m}  # variant 0 keeps all
         needed = {v for j in replayed | rebuilds for v in self.imports[j]}
-        needed.update(r for j in rebuilds for r in self.kept[j][self.mode[j]])
-        self.hold_forward = frozenset(held & needed)
+        self._sources: dict[tuple[int, int], frozenset[int]] = {}
+        self.hold_forward = frozenset(held & needed).union(
+            *(self.sources(j, m) for j, m in enumerate(self.mode) if m))
+
+    def sources(self, j: int, mode: int) -> frozenset[int]:
+        """The values of stage j, kept when it runs in ``mode``, that the ops it rebuilds
+        read: what the runtime holds for the rebuilds (the nodes hold the other kept values,
+        and free them as backward goes, as in a plain step)."""
+        key = (j, mode)
+        found = self._sources.get(key)
+        if found is None:
+            st = self.stages[j]
+            ops = self.ops
+            rebuilt = {v for k in range(st.lo, st.hi) for v in ops[k].saved
+                       if not self.keeps(k, v, mode)}
+            stack, found_set = list(rebuilt), set()
+            while stack:
+                for kind, w in ops[stack.pop()].args:
+                    if kind != "v" or not st.lo <= w < st.hi or w in rebuilt:
+                        continue
+                    if self.keeps(st.lo, w, mode):
+                        found_set.add(w)
+                    else:
+                        rebuilt.add(w)
+                        stack.append(w)
+            found = self._sources[key] = frozenset(found_set)
+        return found
 
     def keeps(self, saver: int, v: int, mode: int | None) -> bool:
         """Whether op ``saver``'s node keeps value ``v`` when its stage runs in ``mode``."""
@@ -242,7 +270,7 @@ class _Run(Interpreter):
             if mode is not None:
                 if self.uses.get(k, 0) > 0 and layout.keeps(k, k, mode):
                     self.cache[k] = t
-                if layout.ops[k].root in layout.kept[j][mode]:
+                if k in layout.sources(j, mode):
                     self.env[k] = t
             for kind, v in layout.ops[k].args:  # what eager code would have dropped by now
                 if kind == "v" and last.get(v, -1) <= k:

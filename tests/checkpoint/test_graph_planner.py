@@ -2,6 +2,7 @@
 gradients against plain training bit for bit, its predictions against the tracker."""
 
 import itertools
+import weakref
 
 import numpy as np
 import pytest
@@ -330,6 +331,67 @@ def test_predicted_peak_matches_the_tracker():
     assert abs(plan_from_graph_profile(profile, 10**9).predicted_plain_peak
                - profile.plain_peak) <= 0.1 * profile.plain_peak
 
+
+
+class WatchOp(Interpreter):
+    """Calls ``check`` when the primitive ``name`` runs."""
+
+    def __init__(self, name, check):
+        self.name, self.check = name, check
+
+    def process(self, prim, args, params, call_next):
+        if prim.name == self.name:
+            self.check()
+        return call_next(prim, args, params)
+
+
+def test_kept_values_no_rebuild_reads_are_freed_as_in_a_plain_step():
+    """A stage that keeps its GELU's output and rebuilds the values before it: the kept
+    output is freed once the node that saved it has run, before GELU's backward (as in a
+    plain step), not held to the end of the stage; the gradients stay bit-identical."""
+    mg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), Residual(16, nn.GELU))
+    x = mg.randn(8, 16)
+    model(x).sum().backward()
+    reference = grads_of(model)
+    profile = profile_graph(model, (x,), repeats=1)
+    p = plan_from_graph_profile(profile, 10**9)
+    g = [op.name for op in profile.ops].index("gelu")
+    j = next(j for j, st in enumerate(profile.stages) if st.lo <= g < st.hi)
+    assert profile.stages[j].lo < g - 1  # the layer norm and first linear are in the stage
+    p.variants[j] = [p.variants[j][0], frozenset({g})]  # keep the GELU's output only
+    n = len(profile.stages)
+    p.actions = [("fwd", i, 1 if i == j else 0) for i in range(n)] + [
+        ("bwd", i) for i in reversed(range(n))]
+    refs = []
+    model[1].inner[1].register_forward_hook(
+        lambda m, a, out: refs.append(weakref.ref(mg.memory.buffer_of(out.numpy()))))
+    alive = []
+    zero(model)
+    with p.apply(model):
+        loss = model(x).sum()
+    with push(WatchOp("gelu_backward", lambda: alive.append(refs[-1]() is not None))):
+        loss.backward()
+    assert alive == [False]
+    got = grads_of(model)
+    assert all(np.array_equal(reference[k], got[k]) for k in reference)
+
+
+def test_the_least_feasible_budget_fits():
+    """The least predicted peak, given as the budget, is planned (not refused because the
+    schedule's bytes, rounded up to slots one by one, overrun it)."""
+    mg.manual_seed(0)
+    model = nn.Sequential(*[Residual(64, nn.GELU) for _ in range(6)])
+    x = mg.randn(256, 64)
+    model(x).sum().backward()
+    profile = profile_graph(model, (x,), repeats=1)
+    least = plan_from_graph_profile(profile)
+    p = plan_from_graph_profile(profile, least.predicted_peak)
+    assert p.predicted_peak <= least.predicted_peak
+    zero(model)
+    with p.apply(model), mg.memory.track() as t:
+        model(x).sum().backward()
+    assert t.peak_above_start <= least.predicted_peak * 1.01
 
 # ---------------------------------------------------------------------------- the API
 
