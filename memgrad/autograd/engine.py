@@ -55,7 +55,14 @@ import numpy as np
 
 from memgrad.autograd.anomaly import run_checked
 from memgrad.autograd.grad_mode import state
-from memgrad.autograd.graph import AccumulateGrad, Node, RetainGrad, accumulator, refresh_view
+from memgrad.autograd.graph import (
+    AccumulateGrad,
+    Meta,
+    Node,
+    RetainGrad,
+    accumulator,
+    refresh_view,
+)
 from memgrad.ops.elementwise import add, to
 from memgrad.ops.reduce import sum_to
 from memgrad.tensor import Tensor
@@ -745,7 +752,7 @@ def _checked(node: Node, out: tuple) -> tuple:
         return _validate(node, out)
     for g, m in zip(out, meta):
         if g is not None and (
-            m is None or g.__class__ is not Tensor or g._data.shape != m[0]
+            m.__class__ is not Meta or g.__class__ is not Tensor or g._data.shape != m[0]
             or g._data.dtype != m[1]
         ):
             return _validate(node, out)
@@ -761,7 +768,7 @@ def _validate(node: Node, out: tuple) -> tuple:
         )
     fixed = None
     for i, g in enumerate(out):
-        if g is None or meta[i] is None:
+        if g is None or meta[i].__class__ is not Meta:  # no check for a constant input
             continue
         g2 = _fit(node, i, g, meta[i])
         if g2 is not g:
