@@ -632,17 +632,17 @@ def _dependencies(roots: list[Node]) -> dict[Node, int]:
     deps: dict[Node, int] = {}
     top = set(roots)
     stack = list(roots)
+    push, pop = stack.append, stack.pop
     while stack:
-        for child, _ in stack.pop().next_functions:
+        for child, _ in pop().next_functions:
             if child is None:
                 continue
-            d = deps.get(child)
-            if d is None:
+            if child in deps:
+                deps[child] += 1
+            else:
                 deps[child] = 1
                 if child not in top:
-                    stack.append(child)
-            else:
-                deps[child] = d + 1
+                    push(child)
     return deps
 
 
@@ -751,10 +751,13 @@ def _checked(node: Node, out: tuple) -> tuple:
     if len(out) != len(meta):
         return _validate(node, out)
     for g, m in zip(out, meta):
-        if g is not None and (
-            m.__class__ is not Meta or g.__class__ is not Tensor or g._data.shape != m[0]
-            or g._data.dtype != m[1]
-        ):
+        if g is None:
+            continue
+        if m.__class__ is not Meta or g.__class__ is not Tensor:
+            return _validate(node, out)
+        d = g._data
+        dtype = d.dtype
+        if d.shape != m[0] or (dtype is not m[1] and dtype != m[1]):
             return _validate(node, out)
     return out
 
