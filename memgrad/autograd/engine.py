@@ -55,7 +55,14 @@ import numpy as np
 
 from memgrad.autograd.anomaly import run_checked
 from memgrad.autograd.grad_mode import state
-from memgrad.autograd.graph import AccumulateGrad, Node, RetainGrad, accumulator, refresh_view
+from memgrad.autograd.graph import (
+    AccumulateGrad,
+    Meta,
+    Node,
+    RetainGrad,
+    accumulator,
+    refresh_view,
+)
 from memgrad.ops.elementwise import add, to
 from memgrad.ops.reduce import sum_to
 from memgrad.tensor import Tensor
@@ -625,17 +632,17 @@ def _dependencies(roots: list[Node]) -> dict[Node, int]:
     deps: dict[Node, int] = {}
     top = set(roots)
     stack = list(roots)
+    push, pop = stack.append, stack.pop
     while stack:
-        for child, _ in stack.pop().next_functions:
+        for child, _ in pop().next_functions:
             if child is None:
                 continue
-            d = deps.get(child)
-            if d is None:
+            if child in deps:
+                deps[child] += 1
+            else:
                 deps[child] = 1
                 if child not in top:
-                    stack.append(child)
-            else:
-                deps[child] = d + 1
+                    push(child)
     return deps
 
 
@@ -744,10 +751,13 @@ def _checked(node: Node, out: tuple) -> tuple:
     if len(out) != len(meta):
         return _validate(node, out)
     for g, m in zip(out, meta):
-        if g is not None and (
-            m is None or g.__class__ is not Tensor or g._data.shape != m[0]
-            or g._data.dtype != m[1]
-        ):
+        if g is None:
+            continue
+        if m.__class__ is not Meta or g.__class__ is not Tensor:
+            return _validate(node, out)
+        d = g._data
+        dtype = d.dtype
+        if d.shape != m[0] or (dtype is not m[1] and dtype != m[1]):
             return _validate(node, out)
     return out
 
@@ -761,7 +771,7 @@ def _validate(node: Node, out: tuple) -> tuple:
         )
     fixed = None
     for i, g in enumerate(out):
-        if g is None or meta[i] is None:
+        if g is None or meta[i].__class__ is not Meta:  # no check for a constant input
             continue
         g2 = _fit(node, i, g, meta[i])
         if g2 is not g:

@@ -21,7 +21,8 @@ from memgrad.autograd.grad_mode import state
 from memgrad.autograd.graph import accumulator, raise_modified
 from memgrad.tensor import Tensor, VersionCounter, wrap
 
-__all__ = ["SavedTensor", "HookedSaved", "save", "saved_input", "saved_output", "raise_modified"]
+__all__ = ["SavedTensor", "HookedSaved", "save", "saved_input", "saved_output", "unpack_input",
+           "raise_modified"]
 
 
 class SavedTensor:
@@ -58,11 +59,22 @@ class SavedTensor:
         t = self._t
         vc = t._vc
         if vc is not None and vc.v != self._version:
-            source = (
-                "a leaf" if t.grad_fn is None else f"output {t.output_nr} of {t.grad_fn.name()}"
-            )
-            raise_modified(op, t._data.shape, t._data.dtype, vc.v, self._version, source)
+            _raise_input_modified(t, op, self._version)
         return t
+
+
+def _raise_input_modified(t: Tensor, op: str, version: int) -> None:
+    source = "a leaf" if t.grad_fn is None else f"output {t.output_nr} of {t.grad_fn.name()}"
+    raise_modified(op, t._data.shape, t._data.dtype, t._vc.v, version, source)
+
+
+def unpack_input(t: Tensor, op: str) -> Tensor:
+    """An input that the dispatcher kept as it is because it had no version counter when
+    saved (version 0): ``t``, unless it was changed in place since (NOTE [ Saved tensors ])."""
+    vc = t._vc
+    if vc is not None and vc.v:
+        _raise_input_modified(t, op, 0)
+    return t
 
 
 _new = object.__new__

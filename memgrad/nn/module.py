@@ -112,12 +112,15 @@ class Module:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        for hook in tuple(self._forward_pre_hooks):
+        pre, post = self._forward_pre_hooks, self._forward_hooks
+        if not (pre or post):  # the usual call: no hooks to copy and walk
+            return self.forward(*args, **kwargs)
+        for hook in tuple(pre):
             result = hook(self, args)
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
         out = self.forward(*args, **kwargs)
-        for hook in tuple(self._forward_hooks):
+        for hook in tuple(post):
             result = hook(self, args, out)
             if result is not None:
                 out = result

@@ -38,7 +38,7 @@ from memgrad.autograd.graph import (
     accumulator,
     refresh_view,
 )
-from memgrad.autograd.saved import save, saved_input, saved_output
+from memgrad.autograd.saved import save, saved_input, saved_output, unpack_input
 from memgrad.errors import ShapeError
 from memgrad.tensor import Tensor
 
@@ -293,8 +293,11 @@ _RELEASED: list = []
 class OpNode(Node):
     """The backward of one primitive call.
 
-    ``_saved`` has one entry per input: a SavedTensor (at the indices ``_keep``), a Python
-    scalar constant, or the Meta of a tensor that was not saved.
+    ``_input_meta`` has one entry per input: the Meta of a tensor, or a Python scalar (or
+    array) constant as its value; what the VJP gets, except at the indices ``_keep``, where
+    it gets the saved inputs, ``_saved`` (in ``_keep``'s order). A saved input is the Tensor
+    itself when it had no version counter yet (it is unchanged as long as its version is
+    still 0), else a SavedTensor.
     """
 
     __slots__ = ("prim", "_saved", "_keep", "_out_saved", "_needs", "_params", "sink_inputs")
@@ -307,19 +310,21 @@ class OpNode(Node):
         saved = self._saved
         if saved is _RELEASED:
             raise RuntimeError(_RELEASED_MSG)
+        args = self._input_meta
         keep = self._keep
         if keep:
-            saved = list(saved)
-            for i in keep:
-                saved[i] = saved[i].unpack(self, prim.node_name)
+            args = list(args)
+            for i, s in zip(keep, saved):
+                args[i] = unpack_input(s, prim.node_name) if isinstance(s, Tensor) \
+                    else s.unpack(self, prim.node_name)
         out = self._out_saved
         if out is not None:
             out = out.unpack(self, prim.node_name)
         if sinks:
-            return prim.vjp_fn(grads[0], out, self._needs, *saved, sinks=sinks, **self._params)
+            return prim.vjp_fn(grads[0], out, self._needs, *args, sinks=sinks, **self._params)
         if self._params:
-            return prim.vjp_fn(grads[0], out, self._needs, *saved, **self._params)
-        return prim.vjp_fn(grads[0], out, self._needs, *saved)
+            return prim.vjp_fn(grads[0], out, self._needs, *args, **self._params)
+        return prim.vjp_fn(grads[0], out, self._needs, *args)
 
     @property
     def broadcasts(self) -> bool:
@@ -403,7 +408,7 @@ class _Next:
 def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     """Make ``out``'s node: its edges, and what it saves for backward."""
     edges = []
-    meta: list = []
+    meta = []
     mask = tensors = 0
     bit = 1
     for a in args:
@@ -420,7 +425,9 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
             else:
                 edges.append(_NO_EDGE)
         else:
-            meta.append(None)
+            # a constant reaches the VJP as its value; an array is copied, so that a change
+            # to the caller's array after forward cannot change the gradient
+            meta.append(a.copy() if a.__class__ is _NDARRAY else a)
             edges.append(_NO_EDGE)
         bit <<= 1
     # the rule's key packs the call's length (the top bit, 1 << 2n) with the two masks
@@ -431,7 +438,7 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     node.next_functions = tuple(edges)
     node._sequence_nr = next(_seq)
     node._hooks = None
-    node._input_meta = meta_t = tuple(meta)
+    node._input_meta = tuple(meta)
     plain = state.plain  # no anomaly mode, no saved-tensor hooks
     node._trace = None if plain or not state.anomaly else _anomaly_trace()
     node.prim = prim
@@ -441,19 +448,20 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     node._keep = keep
     out.grad_fn = node
     out._requires_grad = True
-    # what the VJP gets: each input's Meta, unless kept below, or the constant
-    if tensors != bit - 1:
-        # constants reach the VJP as values; an array is copied, so that a change to the
-        # caller's array after forward cannot change the gradient
-        for i, a in enumerate(args):
-            if not tensors >> i & 1:
-                meta[i] = a.copy() if a.__class__ is _NDARRAY else a
-    saved = meta if keep or tensors != bit - 1 else meta_t
     if keep or keep_out:
         plain = plain and not interpreters.active
-    for i in keep:
-        saved[i] = saved_input(args[i]) if plain else save(args[i], False, prim, i)
-    node._saved = saved
+    if keep:
+        saved = []
+        for i in keep:
+            a = args[i]
+            if not plain:
+                a = save(a, False, prim, i)
+            elif a._vc is not None:
+                a = saved_input(a)
+            saved.append(a)  # a Tensor without a version counter is kept as it is
+        node._saved = saved
+    else:
+        node._saved = ()
     node._out_saved = (saved_output(out) if plain else save(out, True, prim)) if keep_out \
         else None
 

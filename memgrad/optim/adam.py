@@ -80,6 +80,10 @@ class Adam(Optimizer):
         state["step"] += 1
         step = state["step"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
+        vmax = state.get("max_exp_avg_sq") if group["amsgrad"] else None
+        if _fused(p, g, m, v, vmax):
+            _fused_update(p, g, m, v, vmax, group, self._decoupled, step)
+            return
         scratch = self._scratch
         if wd != 0:
             if self._decoupled:
@@ -97,8 +101,7 @@ class Adam(Optimizer):
         np.multiply(g, g, out=t, casting="same_kind")
         np.multiply(t, 1 - beta2, out=t)
         np.add(v, t, out=v)
-        if group["amsgrad"]:
-            vmax = state["max_exp_avg_sq"]
+        if vmax is not None:
             np.maximum(vmax, v, out=vmax)
             v = vmax
         # t = sqrt(v_hat) + eps, then the step lr * m_hat / t
@@ -108,6 +111,44 @@ class Adam(Optimizer):
         np.divide(m, t, out=t)
         np.multiply(t, lr / (1 - beta1**step), out=t)
         np.subtract(p, t, out=p)
+
+
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _fused(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray,
+           vmax: np.ndarray | None) -> bool:
+    """Whether the one-pass kernel takes this update: arrays of one dtype (float32 or
+    float64), all C-contiguous (the kernel walks them flat)."""
+    dtype = p.dtype
+    return (
+        dtype in _FUSED_DTYPES
+        and g.dtype == dtype and m.dtype == dtype and v.dtype == dtype
+        and p.flags.c_contiguous and g.flags.c_contiguous
+        and m.flags.c_contiguous and v.flags.c_contiguous
+        and (vmax is None or (vmax.dtype == dtype and vmax.flags.c_contiguous))
+    )
+
+
+def _fused_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray,
+                  vmax: np.ndarray | None, group: dict[str, Any], decoupled: bool,
+                  step: int) -> None:
+    """The update of ``_update`` in one pass (``_kernels/optim.py``), equal bit for bit:
+    each Python scalar is rounded to the parameter's dtype as NumPy's ufuncs round it."""
+    from memgrad._kernels.optim import adam_update
+
+    lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+    beta1, beta2 = group["betas"]
+    c = p.dtype.type
+    if wd == 0:
+        mode, decay = 0, c(0)
+    else:
+        mode, decay = (1, c(1 - lr * wd)) if decoupled else (2, c(wd))
+    flat = p.reshape(-1)
+    adam_update(flat, g.reshape(-1), m.reshape(-1), v.reshape(-1),
+                flat if vmax is None else vmax.reshape(-1), mode, decay, c(beta1),
+                c(1 - beta1), c(beta2), c(1 - beta2), vmax is not None,
+                c(math.sqrt(1 - beta2**step)), c(eps), c(lr / (1 - beta1**step)))
 
 
 class AdamW(Adam):

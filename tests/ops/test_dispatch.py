@@ -39,7 +39,7 @@ def test_the_save_rule_follows_the_call_shape():
         assert node.prim is mul
         assert node._keep == keep and node._needs == needs
     y = x * 2.0
-    assert y.grad_fn._saved[1] == 2.0  # the constant reaches the VJP as a value
+    assert y.grad_fn._input_meta[1] == 2.0  # the constant reaches the VJP as a value
 
 
 def test_a_ufunc_record_calls_its_ufunc_and_a_new_forward_replaces_it():
@@ -90,3 +90,18 @@ def test_a_wide_graph_runs_each_node_once_in_reverse_order():
     total.backward()
     assert x.grad.item() == 15.0
     assert order == [4, 3, 2, 1, 0]
+
+
+@pytest.mark.parametrize("bumped", [False, True])
+def test_a_saved_tensor_operand_changed_in_place_after_forward_is_an_error(bumped):
+    # saved as it is while it has no version counter, else with its version
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    t = mg.tensor([3.0, 4.0])
+    if bumped:
+        t.add_(1.0)  # version 1
+    y = (x * t).sum()
+    y.backward(retain_graph=True)
+    np.testing.assert_array_equal(x.grad.numpy(), t.numpy())
+    t.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()

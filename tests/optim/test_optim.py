@@ -392,3 +392,21 @@ def test_repr_lists_the_groups():
     text = repr(opt)
     assert text.startswith("Adam (\nParameter Group 0\n")
     assert "    lr: 0.1" in text and "    amsgrad: False" in text
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: optim.Adam(ps, lr=0.01, weight_decay=0.1),
+    lambda ps: optim.Adam(ps, lr=0.01, amsgrad=True),
+    lambda ps: optim.AdamW(ps, lr=0.01),
+    lambda ps: optim.AdamW(ps, lr=0.01, weight_decay=0.1, amsgrad=True, eps=0.0),
+], ids=["adam-l2", "adam-amsgrad", "adamw", "adamw-amsgrad"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_adam_one_pass_update_equals_the_per_operation_update_bit_for_bit(
+        make, dtype, monkeypatch):
+    from memgrad.optim import adam
+
+    fused = _run(make, P0, GRADS, dtype)
+    monkeypatch.setattr(adam, "_fused", lambda *arrays: False)  # the NumPy ufunc sequence
+    plain = _run(make, P0, GRADS, dtype)
+    for step, (f, p) in enumerate(zip(fused, plain)):
+        np.testing.assert_array_equal(f, p, err_msg=f"step {step}")
