@@ -15,6 +15,7 @@ from memgrad.nn.layers import (
     GELU,
     AdaptiveAvgPool2d,
     AvgPool2d,
+    Bilinear,
     Conv1d,
     Conv2d,
     ConvTranspose2d,
@@ -54,16 +55,24 @@ from memgrad.nn.loss import (
 from memgrad.nn.module import Module, ModuleList, Parameter, Sequential
 from memgrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm
 from memgrad.nn.rnn import GRU, LSTM, RNN
-from memgrad.nn.transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
+from memgrad.nn.transformer import (
+    MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
-    "ParameterDict", "Identity", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU",
+    "ParameterDict", "Identity", "Linear", "Bilinear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU",
     "LeakyReLU", "ELU", "Softplus", "Mish", "Dropout", "LayerNorm", "BatchNorm1d",
     "BatchNorm2d", "GroupNorm", "RMSNorm", "Embedding", "Conv1d", "Conv2d", "ConvTranspose2d",
     "MaxPool1d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "Unflatten",
     "Softmax", "LogSoftmax", "MultiheadSelfAttention", "TransformerBlock", "CrossEntropyLoss",
     "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
     "KLDivLoss", "RNN", "LSTM", "GRU", "MultiheadAttention", "TransformerEncoderLayer",
-    "TransformerEncoder", "functional", "init", "utils",
+    "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
+    "functional", "init", "utils",
 ]

@@ -15,14 +15,16 @@ from typing import Any
 import numpy as np
 
 from memgrad.autograd.grad_mode import no_grad
+from memgrad.errors import ShapeError
 from memgrad.factories import empty, ones, zeros
 from memgrad.nn import functional as F
 from memgrad.nn import init
 from memgrad.nn.module import Module, Parameter, Sequential
+from memgrad.ops.linalg import einsum
 from memgrad.tensor import Tensor
 
 __all__ = [
-    "Identity", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
+    "Identity", "Linear", "Bilinear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
     "Softplus", "Mish", "Dropout", "LayerNorm", "Embedding", "Conv1d", "Conv2d",
     "ConvTranspose2d", "MaxPool1d", "MaxPool2d",
     "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "Unflatten", "Softmax",
@@ -116,6 +118,53 @@ class Linear(Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
+
+
+class Bilinear(Module):
+    """``y = x1^T A x2 + b`` for each output: ``y[..., o] = sum_ij x1[..., i] *
+    weight[o, i, j] * x2[..., j] + bias[o]``, as ``torch.nn.Bilinear``; weight and bias
+    drawn from ``U(-1/sqrt(in1_features), 1/sqrt(in1_features))``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.nn.Bilinear(3, 4, 5)(mg.randn(2, 3), mg.randn(2, 4)).shape
+        (2, 5)
+    """
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int,
+                 bias: bool = True) -> None:
+        super().__init__()
+        _check_positive("Bilinear", in1_features=in1_features, in2_features=in2_features,
+                        out_features=out_features)
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
+        self.weight = Parameter(empty(out_features, in1_features, in2_features))
+        self.bias = Parameter(empty(out_features)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """PyTorch's initialisation: every entry from ``U(-1/sqrt(in1), 1/sqrt(in1))``."""
+        bound = 1.0 / math.sqrt(self.in1_features)
+        with no_grad():
+            init.uniform_(self.weight, -bound, bound)
+            if self.bias is not None:
+                init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        for name, t, size in (("input1", input1, self.in1_features),
+                              ("input2", input2, self.in2_features)):
+            if not isinstance(t, Tensor) or t.ndim < 1 or t.shape[-1] != size:
+                got = t.shape if isinstance(t, Tensor) else type(t).__name__
+                raise ShapeError(f"Bilinear: {name} must have last size {size}, got {got}")
+        if input1.shape[:-1] != input2.shape[:-1]:
+            raise ShapeError(f"Bilinear: input1 {input1.shape} and input2 {input2.shape} must "
+                             "agree in all but the last dimension")
+        out = einsum("...i,oij,...j->...o", input1, self.weight, input2)
+        return out if self.bias is None else out + self.bias
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
 
 
 class ReLU(Module):

@@ -1,6 +1,7 @@
-"""PyTorch's attention and encoder modules: ``MultiheadAttention``,
-``TransformerEncoderLayer`` and ``TransformerEncoder``, with PyTorch's arguments, shapes,
-mask conventions and parameter names (so a state dict exported from PyTorch loads).
+"""PyTorch's attention and transformer modules: ``MultiheadAttention``,
+``TransformerEncoderLayer``, ``TransformerEncoder``, ``TransformerDecoderLayer``,
+``TransformerDecoder`` and ``Transformer``, with PyTorch's arguments, shapes, mask
+conventions and parameter names (so a state dict exported from PyTorch loads).
 
 Example:
     >>> import memgrad as mg
@@ -20,14 +21,15 @@ import numpy as np
 
 from memgrad.autograd.grad_mode import no_grad
 from memgrad.errors import ShapeError
-from memgrad.factories import empty, zeros
+from memgrad.factories import check_device, dtype_of, empty, zeros
 from memgrad.nn import functional as F
 from memgrad.nn import init
 from memgrad.nn.layers import Dropout, LayerNorm, Linear
 from memgrad.nn.module import Module, ModuleList, Parameter
 from memgrad.tensor import Tensor
 
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
+           "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
 
 
 def _additive(mask: Tensor | None, dtype: np.dtype, name: str) -> Tensor | None:
@@ -239,6 +241,26 @@ class MultiheadAttention(Module):
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
 
+def _activation(activation: Any, api: str) -> Callable[[Tensor], Tensor]:
+    if isinstance(activation, str):
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"{api}: activation should be relu/gelu, not {activation}")
+        return _ACTIVATIONS[activation]
+    if not callable(activation):
+        raise TypeError(f"{api}: activation must be 'relu', 'gelu' or a function, got "
+                        f"{type(activation).__name__}")
+    return activation
+
+
+def _copies(layer: Any, num_layers: Any, api: str) -> ModuleList:
+    """``num_layers`` deep copies of ``layer``, each with its own parameters."""
+    if not isinstance(layer, Module):
+        raise TypeError(f"{api}: the layer must be a Module, got {type(layer).__name__}")
+    if not isinstance(num_layers, (int, np.integer)) or num_layers < 1:
+        raise ValueError(f"{api}: num_layers must be a positive int, got {num_layers!r}")
+    return ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention and a feed-forward block, each with a residual connection and layer
     norm, as ``torch.nn.TransformerEncoderLayer`` (post-norm by default, ``norm_first=True``
@@ -276,14 +298,7 @@ class TransformerEncoderLayer(Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        if isinstance(activation, str):
-            if activation not in _ACTIVATIONS:
-                raise ValueError(f"TransformerEncoderLayer: activation should be relu/gelu, "
-                                 f"not {activation}")
-            activation = _ACTIVATIONS[activation]
-        elif not callable(activation):
-            raise TypeError(f"TransformerEncoderLayer: activation must be 'relu', 'gelu' or "
-                            f"a function, got {type(activation).__name__}")
+        activation = _activation(activation, "TransformerEncoderLayer")
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
                                             batch_first=batch_first)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
@@ -330,13 +345,7 @@ class TransformerEncoder(Module):
     def __init__(self, encoder_layer: Module, num_layers: int, norm: Module | None = None,
                  enable_nested_tensor: bool = True, mask_check: bool = True) -> None:
         super().__init__()
-        if not isinstance(encoder_layer, Module):
-            raise TypeError(f"TransformerEncoder: encoder_layer must be a Module, got "
-                            f"{type(encoder_layer).__name__}")
-        if not isinstance(num_layers, (int, np.integer)) or num_layers < 1:
-            raise ValueError(f"TransformerEncoder: num_layers must be a positive int, got "
-                             f"{num_layers!r}")
-        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.layers = _copies(encoder_layer, num_layers, "TransformerEncoder")
         self.num_layers = int(num_layers)
         self.norm = norm
 
@@ -349,3 +358,187 @@ class TransformerEncoder(Module):
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
                       is_causal=bool(is_causal))
         return x if self.norm is None else self.norm(x)
+
+
+class TransformerDecoderLayer(Module):
+    """Self-attention, attention over the encoder's output (``memory``) and a feed-forward
+    block, each with a residual connection and layer norm, as
+    ``torch.nn.TransformerDecoderLayer`` (post-norm by default, ``norm_first=True`` for
+    pre-norm). The arguments are ``TransformerEncoderLayer``'s.
+
+    Example:
+        >>> import memgrad as mg
+        >>> layer = mg.nn.TransformerDecoderLayer(8, 2, dim_feedforward=16)
+        >>> layer(mg.randn(4, 3, 8), mg.randn(6, 3, 8)).shape
+        (4, 3, 8)
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                 batch_first=batch_first)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
+        self.activation = _activation(activation, "TransformerDecoderLayer")
+
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None,
+                tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None, tgt_is_causal: bool = False,
+                memory_is_causal: bool = False) -> Tensor:
+        """One layer over ``tgt`` attending to ``memory``; the masks are
+        ``MultiheadAttention``'s."""
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha(self.norm2(x), memory, memory_mask, memory_key_padding_mask,
+                              memory_is_causal)
+            return x + self._ff(self.norm3(x))
+        x = self.norm1(x + self._sa(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self.norm2(x + self._mha(x, memory, memory_mask, memory_key_padding_mask,
+                                     memory_is_causal))
+        return self.norm3(x + self._ff(x))
+
+    def _sa(self, x: Tensor, mask: Any, padding: Any, is_causal: bool) -> Tensor:
+        return self.dropout1(self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=padding,
+                                            need_weights=False, is_causal=is_causal)[0])
+
+    def _mha(self, x: Tensor, memory: Tensor, mask: Any, padding: Any,
+             is_causal: bool) -> Tensor:
+        return self.dropout2(self.multihead_attn(x, memory, memory, attn_mask=mask,
+                                                 key_padding_mask=padding, need_weights=False,
+                                                 is_causal=is_causal)[0])
+
+    def _ff(self, x: Tensor) -> Tensor:
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerDecoder(Module):
+    """``num_layers`` copies of ``decoder_layer``, then ``norm`` if given, as
+    ``torch.nn.TransformerDecoder``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> layer = mg.nn.TransformerDecoderLayer(8, 2, dim_feedforward=16)
+        >>> mg.nn.TransformerDecoder(layer, 2)(mg.randn(4, 3, 8), mg.randn(6, 3, 8)).shape
+        (4, 3, 8)
+    """
+
+    def __init__(self, decoder_layer: Module, num_layers: int,
+                 norm: Module | None = None) -> None:
+        super().__init__()
+        self.layers = _copies(decoder_layer, num_layers, "TransformerDecoder")
+        self.num_layers = int(num_layers)
+        self.norm = norm
+
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None,
+                tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None,
+                tgt_is_causal: bool | None = None, memory_is_causal: bool = False) -> Tensor:
+        """Run the layers in turn with the same masks, then ``norm``."""
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                      tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=memory_key_padding_mask,
+                      tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
+        return x if self.norm is None else self.norm(x)
+
+
+class Transformer(Module):
+    """An encoder-decoder transformer, as ``torch.nn.Transformer``: ``num_encoder_layers``
+    encoder layers and ``num_decoder_layers`` decoder layers, each stack ending in a layer
+    norm. ``forward(src, tgt)`` returns the decoder's output.
+
+    Example:
+        >>> import memgrad as mg
+        >>> model = mg.nn.Transformer(8, 2, 1, 1, dim_feedforward=16, batch_first=True)
+        >>> mask = mg.nn.Transformer.generate_square_subsequent_mask(4)
+        >>> model(mg.randn(3, 6, 8), mg.randn(3, 4, 8), tgt_mask=mask).shape
+        (3, 4, 8)
+    """
+
+    def __init__(
+        self,
+        d_model: int = 512,
+        nhead: int = 8,
+        num_encoder_layers: int = 6,
+        num_decoder_layers: int = 6,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        custom_encoder: Module | None = None,
+        custom_decoder: Module | None = None,
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        shared = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
+                      layer_norm_eps=layer_norm_eps, batch_first=batch_first,
+                      norm_first=norm_first, bias=bias)
+        if custom_encoder is None:
+            custom_encoder = TransformerEncoder(
+                TransformerEncoderLayer(d_model, nhead, **shared), num_encoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        if custom_decoder is None:
+            custom_decoder = TransformerDecoder(
+                TransformerDecoderLayer(d_model, nhead, **shared), num_decoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        self.encoder, self.decoder = custom_encoder, custom_decoder
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+
+    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None,
+                tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None,
+                tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None,
+                src_is_causal: bool | None = None, tgt_is_causal: bool | None = None,
+                memory_is_causal: bool = False) -> Tensor:
+        """Encode ``src``, then decode ``tgt`` attending to the encoding."""
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device: Any = None,
+                                        dtype: Any = None) -> Tensor:
+        """The ``(sz, sz)`` causal mask: ``-inf`` above the diagonal, 0 elsewhere (float32
+        unless ``dtype`` says otherwise).
+
+        Example:
+            >>> import memgrad as mg
+            >>> mg.nn.Transformer.generate_square_subsequent_mask(2)
+            tensor([[  0., -inf],
+                    [  0.,   0.]])
+        """
+        check_device(device, "generate_square_subsequent_mask")
+        kind = np.float32 if dtype is None else dtype_of(dtype, "generate_square_subsequent_mask")
+        above = np.triu(np.ones((sz, sz), dtype=bool), 1)
+        return Tensor(np.where(above, -np.inf, 0.0).astype(kind))

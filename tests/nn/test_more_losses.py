@@ -251,3 +251,19 @@ def test_reduce_lr_on_plateau_errors():
         ReduceLROnPlateau(opt, min_lr=[0.1, 0.2])
     with pytest.raises(TypeError, match="is not an Optimizer"):
         ReduceLROnPlateau([1.0])
+
+
+def test_bilinear_matches_its_definition_and_pytorchs_init():
+    mg.manual_seed(0)
+    m = nn.Bilinear(3, 4, 5).double()
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 6, 3)), rng.standard_normal((2, 6, 4))
+    w, bias = m.weight.numpy(), m.bias.numpy()
+    want = np.einsum("nti,oij,ntj->nto", a, w, b) + bias
+    np.testing.assert_allclose(m(T(a), T(b)).numpy(), want, rtol=1e-12)
+    assert np.abs(w).max() <= 1 / np.sqrt(3) and w.shape == (5, 3, 4)
+    x1, x2 = T(a[0, :2], requires_grad=True), T(b[0, :2], requires_grad=True)
+    assert gradcheck(lambda p, q: m(p, q), [x1, x2])
+    assert nn.Bilinear(3, 4, 5, bias=False).bias is None
+    with pytest.raises(mg.ShapeError, match="Bilinear: input2 must have last size 4"):
+        m(T(a), T(a))

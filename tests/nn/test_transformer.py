@@ -215,5 +215,66 @@ def test_encoder_errors():
         nn.TransformerEncoderLayer(8, 2, activation="tanh")
     with pytest.raises(ValueError, match="num_layers must be a positive int"):
         nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2), 0)
-    with pytest.raises(TypeError, match="encoder_layer must be a Module"):
+    with pytest.raises(TypeError, match="the layer must be a Module"):
         nn.TransformerEncoder("layer", 2)
+
+
+# ---------------------------------------------------------------------------- decoder
+
+
+def _np_decoder_layer(layer, x, memory, tgt_mask, memory_padding):
+    p = {name: t.detach().numpy() for name, t in layer.named_parameters()}
+
+    def ff(y):
+        hidden = np.maximum(y @ p["linear1.weight"].T + p["linear1.bias"], 0)
+        return hidden @ p["linear2.weight"].T + p["linear2.bias"]
+
+    def norm(i, y):
+        return _np_layer_norm(y, p[f"norm{i}.weight"], p[f"norm{i}.bias"])
+
+    def sa(y):
+        return _np_mha(layer.self_attn, y, y, y, tgt_mask)[0]
+
+    def cross(y):
+        return _np_mha(layer.multihead_attn, y, memory, memory, None, memory_padding)[0]
+
+    if layer.norm_first:
+        x = x + sa(norm(1, x))
+        x = x + cross(norm(2, x))
+        return x + ff(norm(3, x))
+    x = norm(1, x + sa(x))
+    x = norm(2, x + cross(x))
+    return norm(3, x + ff(x))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_decoder_and_transformer_match_numpy(norm_first):
+    mg.manual_seed(5)
+    layer = nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                       norm_first=norm_first).double()
+    rng = np.random.default_rng(6)
+    tgt, memory = rng.standard_normal((5, 2, 8)), rng.standard_normal((7, 2, 8))
+    causal = np.triu(np.ones((5, 5), bool), 1)
+    padding = np.zeros((2, 7), bool)
+    padding[1, -3:] = True
+    got = layer(mg.tensor(tgt), mg.tensor(memory), tgt_mask=mg.tensor(causal),
+                memory_key_padding_mask=mg.tensor(padding), tgt_is_causal=True)
+    np.testing.assert_allclose(got.numpy(), _np_decoder_layer(layer, tgt, memory, causal, padding),
+                               rtol=1e-10, atol=1e-12)
+    model = nn.Transformer(8, 2, 2, 2, dim_feedforward=16, dropout=0.0,
+                           norm_first=norm_first).double()
+    src = rng.standard_normal((7, 2, 8))
+    mask = nn.Transformer.generate_square_subsequent_mask(5, dtype=mg.float64)
+    assert mask.numpy().tolist()[0][:2] == [0.0, -np.inf]
+    enc = model.encoder
+    want = src
+    for each in enc.layers:
+        want = _np_encoder_layer(each, want, None)
+    want = _np_layer_norm(want, enc.norm.weight.numpy(), enc.norm.bias.numpy())
+    out = tgt
+    for each in model.decoder.layers:
+        out = _np_decoder_layer(each, out, want, mask.numpy(), None)
+    out = _np_layer_norm(out, model.decoder.norm.weight.numpy(), model.decoder.norm.bias.numpy())
+    np.testing.assert_allclose(model(mg.tensor(src), mg.tensor(tgt), tgt_mask=mask).numpy(), out,
+                               rtol=1e-10, atol=1e-12)
+    assert len(dict(model.named_parameters())) == 2 * 12 + 2 * 18 + 4
