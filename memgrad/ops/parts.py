@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -58,10 +59,12 @@ class Parts:
     set_local: object = False  # not looked up yet
     pool: ThreadPoolExecutor | None = None
     size = 0
+    lock = threading.Lock()  # two threads' first ops make one pool
 
 
 def _reset_after_fork() -> None:
     Parts.pool, Parts.size = None, 0  # the child has none of the parent's threads
+    Parts.lock = threading.Lock()  # nor a lock another thread of the parent held
 
 
 if hasattr(os, "register_at_fork"):
@@ -91,11 +94,13 @@ def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
         k = min(threads, n)
         if k < 2:
             return [work(0, n)]
-        if Parts.size < k - 1:
-            Parts.pool = ThreadPoolExecutor(k - 1, thread_name_prefix="memgrad-parts")
-            Parts.size = k - 1
+        with Parts.lock:
+            if Parts.size < k - 1:
+                Parts.pool = ThreadPoolExecutor(k - 1, thread_name_prefix="memgrad-parts")
+                Parts.size = k - 1
+            pool = Parts.pool
         ends = [n * i // k for i in range(k + 1)]
-        futures = [Parts.pool.submit(_one_blas_thread, set_local, work, ends[i], ends[i + 1])
+        futures = [pool.submit(_one_blas_thread, set_local, work, ends[i], ends[i + 1])
                    for i in range(1, k)]
         try:
             first = work(0, ends[1])
