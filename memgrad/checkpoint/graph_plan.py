@@ -234,12 +234,10 @@ def _chain(profile: GraphProfile, method: str) -> tuple[list[ChainStage], list[l
         variants.append([frozenset(idx[i] for i in kept) for kept, _, _ in frontier]
                         or [frozenset()])
     # the loss, a last stage that is never recomputed: what it holds is there from the end
-    # of the forward to the end of its backward, which makes the output's gradient; its
-    # VJPs' transients are measured (the two products of a square's backward, say)
+    # of the forward to the end of its backward, which makes the output's gradient
     out = chain[-1].x_out
     chain.append(ChainStage(out, 0, out, False, profile.tail_bytes,
-                            ((profile.tail_bytes, 0.0),), 0.0,
-                            bwd_transient=max(0, profile.tail_bwd_peak - out)))
+                            ((profile.tail_bytes, 0.0),), 0.0))
     variants.append([frozenset()])
     return chain, variants
 
