@@ -598,7 +598,23 @@ class ConvTranspose2d(Module):
         return s
 
 
-class MaxPool1d(Module):
+class _MaxPool(Module):
+    """The options of a max pooling layer; ``stride`` defaults to ``kernel_size``."""
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 dilation: Any = 1) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding = padding
+        self.dilation = dilation
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, dilation={self.dilation}")
+
+
+class MaxPool1d(_MaxPool):
     """1-D max pooling over ``(N, C, L)`` input; ``stride`` defaults to ``kernel_size``.
 
     Example:
@@ -609,21 +625,13 @@ class MaxPool1d(Module):
 
     def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0,
                  dilation: int = 1) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = kernel_size if stride is None else stride
-        self.padding = padding
-        self.dilation = dilation
+        super().__init__(kernel_size, stride, padding, dilation)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation)
 
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"padding={self.padding}, dilation={self.dilation}")
 
-
-class MaxPool2d(Module):
+class MaxPool2d(_MaxPool):
     """2-D max pooling over ``(N, C, H, W)`` input; ``stride`` defaults to ``kernel_size``.
 
     Example:
@@ -639,18 +647,10 @@ class MaxPool2d(Module):
         padding: int | tuple[int, int] = 0,
         dilation: int | tuple[int, int] = 1,
     ) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = kernel_size if stride is None else stride
-        self.padding = padding
-        self.dilation = dilation
+        super().__init__(kernel_size, stride, padding, dilation)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"padding={self.padding}, dilation={self.dilation}")
 
 
 class Conv1d(Module):

@@ -13,6 +13,17 @@ from memgrad.optim.optimizer import Optimizer
 __all__ = ["RMSprop", "Adagrad", "Adadelta"]
 
 
+def _decayed(scratch: Any, p: np.ndarray, g: np.ndarray, wd: float) -> np.ndarray:
+    """``g + wd * p`` in scratch slot 0 (the L2 penalty added to the gradient), or ``g``
+    itself when ``wd`` is 0."""
+    if wd == 0:
+        return g
+    d = scratch.get(0, p)
+    np.multiply(p, wd, out=d)
+    np.add(d, g, out=d, casting="same_kind")
+    return d
+
+
 def _check_nonnegative(name: str, group: dict[str, Any], keys: tuple[str, ...]) -> None:
     for key in keys:
         if not group[key] >= 0.0:
@@ -78,11 +89,7 @@ class RMSprop(Optimizer):
             state["grad_avg"] = np.zeros_like(p)
         state["step"] += 1
         scratch = self._scratch
-        if wd != 0:
-            d = scratch.get(0, p)
-            np.multiply(p, wd, out=d)
-            np.add(d, g, out=d, casting="same_kind")
-            g = d
+        g = _decayed(scratch, p, g, wd)
         v = state["square_avg"]
         t = scratch.get(1, p)
         np.multiply(v, alpha, out=v)
@@ -170,11 +177,7 @@ class Adagrad(Optimizer):
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
         scratch = self._scratch
         wd = group["weight_decay"]
-        if wd != 0:
-            d = scratch.get(0, p)
-            np.multiply(p, wd, out=d)
-            np.add(d, g, out=d, casting="same_kind")
-            g = d
+        g = _decayed(scratch, p, g, wd)
         s = state["sum"]
         t = scratch.get(1, p)
         np.multiply(g, g, out=t, casting="same_kind")
@@ -237,11 +240,7 @@ class Adadelta(Optimizer):
             state["acc_delta"] = np.zeros_like(p)
         state["step"] += 1
         scratch = self._scratch
-        if wd != 0:
-            d = scratch.get(0, p)
-            np.multiply(p, wd, out=d)
-            np.add(d, g, out=d, casting="same_kind")
-            g = d
+        g = _decayed(scratch, p, g, wd)
         v, u = state["square_avg"], state["acc_delta"]
         t = scratch.get(1, p)
         np.multiply(v, rho, out=v)
