@@ -18,6 +18,7 @@ With accounting off, the per-op path pays the dispatcher's one check.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import gc
 import threading
@@ -87,7 +88,9 @@ class _Accounting:
     """The buffers counted, for every thread; one per process."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        # reentrant: an allocation inside ``register`` can run the cyclic collector, whose
+        # frees call ``release`` on this thread while the lock is held
+        self.lock = threading.RLock()
         self.users = 0
         self.live: dict[int, int] = {}  # id of a buffer -> its bytes
         self.refs: dict[int, tuple] = {}  # id of its weak reference -> (ref, id, bytes)
@@ -117,10 +120,15 @@ class _Accounting:
                     t.peak_index = len(t.timeline)
 
     def release(self, ref: weakref.ref) -> None:
-        with self.lock:
-            entry = self.refs.pop(id(ref), None)
-            if entry is not None and self.live.pop(entry[1], None) is not None:
-                self.allocated -= entry[2]
+        try:
+            with self.lock:
+                entry = self.refs.pop(id(ref), None)
+                if entry is not None and self.live.pop(entry[1], None) is not None:
+                    self.allocated -= entry[2]
+        except KeyboardInterrupt:
+            # a weak reference's callback cannot raise (Python prints and drops the error):
+            # a Ctrl-C that lands here is delivered again, to the code the free interrupted
+            _thread.interrupt_main()
 
     def timeline(self, op: str) -> None:
         if not self.traces:

@@ -1,5 +1,7 @@
 """The memory tracker counts tensor buffers exactly: stated by arithmetic, to the byte."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -97,3 +99,46 @@ def test_buffers_made_before_tracking_are_not_counted_nor_their_freeing():
         assert mg.memory.allocated_bytes() - t.start_bytes == 4000
         del new
     assert t.peak_above_start == 4000 and t.end_bytes == t.start_bytes
+
+
+def test_a_free_during_registration_does_not_deadlock():
+    # the cyclic collector can free a buffer while register() holds the lock, on the same
+    # thread: release() must get the lock again
+    from memgrad.memory import tracker
+
+    acc = tracker._Accounting()
+    kept = np.zeros(8)
+    acc.register(kept)
+    ref = next(iter(acc.refs.values()))[0]
+    done = threading.Event()
+
+    def nested() -> None:
+        with acc.lock:
+            acc.release(ref)
+        done.set()
+
+    worker = threading.Thread(target=nested, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert done.is_set(), "release() under the held lock deadlocked"
+    assert acc.allocated == 0 and not acc.live
+
+
+def test_ctrl_c_inside_a_free_is_delivered_again(monkeypatch):
+    # a weak reference's callback cannot raise: the interrupt is re-sent to the main thread
+    from memgrad.memory import tracker
+
+    acc = tracker._Accounting()
+    sent = []
+    monkeypatch.setattr(tracker._thread, "interrupt_main", lambda: sent.append(True))
+
+    class Interrupting:
+        def __enter__(self):
+            raise KeyboardInterrupt
+
+        def __exit__(self, *exc):
+            return False
+
+    acc.lock = Interrupting()
+    acc.release(object())
+    assert sent == [True]
