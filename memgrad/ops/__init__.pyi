@@ -19,21 +19,22 @@ from memgrad.tensor import Tensor
 __all__ = [
     'abs', 'acos', 'add', 'addmm', 'all', 'allclose', 'amax', 'amin', 'any', 'argmax', 'argmin',
     'argsort', 'asin', 'atan', 'atan2', 'baddbmm', 'bernoulli', 'bmm', 'broadcast_to', 'cat',
-    'ceil', 'chunk', 'clamp', 'clip', 'clone', 'concat', 'cos', 'cosh', 'cumsum', 'diag', 'div',
-    'dot', 'einsum', 'eq', 'equal', 'erf', 'exp', 'expand', 'expm1', 'flatten', 'flip', 'floor',
-    'floor_divide', 'fmod', 'gather', 'ge', 'gt', 'hstack', 'index_select', 'isfinite', 'isinf',
-    'isnan', 'le', 'lerp', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logical_and',
-    'logical_or', 'logical_xor', 'logsumexp', 'lt', 'masked_fill', 'masked_select', 'matmul',
-    'max', 'maximum', 'mean', 'meshgrid', 'min', 'minimum', 'mm', 'movedim', 'mul', 'multinomial',
-    'narrow', 'ne', 'neg', 'nonzero', 'norm', 'numel', 'outer', 'permute', 'pow', 'prod', 'relu',
-    'remainder', 'repeat', 'repeat_interleave', 'reshape', 'roll', 'round', 'rsqrt', 'scatter',
-    'scatter_add', 'sigmoid', 'sign', 'sin', 'sinh', 'softmax', 'sort', 'split', 'sqrt', 'square',
-    'squeeze', 'stack', 'std', 'sub', 'sum', 't', 'take_along_dim', 'tan', 'tanh', 'tile', 'topk',
-    'transpose', 'tril', 'triu', 'true_divide', 'trunc', 'unbind', 'unflatten', 'unique',
-    'unsqueeze', 'var', 'view', 'vstack', 'where',
+    'ceil', 'chunk', 'clamp', 'clip', 'clone', 'concat', 'cos', 'cosh', 'cumprod', 'cumsum',
+    'diag', 'div', 'dot', 'einsum', 'eq', 'equal', 'erf', 'exp', 'expand', 'expm1', 'flatten',
+    'flip', 'floor', 'floor_divide', 'fmod', 'gather', 'ge', 'gt', 'hstack', 'index_select',
+    'isfinite', 'isinf', 'isnan', 'le', 'lerp', 'log', 'log10', 'log1p', 'log2', 'log_softmax',
+    'logical_and', 'logical_or', 'logical_xor', 'logsumexp', 'lt', 'masked_fill', 'masked_select',
+    'matmul', 'max', 'maximum', 'mean', 'meshgrid', 'min', 'minimum', 'mm', 'movedim', 'mul',
+    'multinomial', 'narrow', 'ne', 'neg', 'nonzero', 'norm', 'numel', 'outer', 'permute', 'pow',
+    'prod', 'relu', 'remainder', 'repeat', 'repeat_interleave', 'reshape', 'roll', 'round',
+    'rsqrt', 'scatter', 'scatter_add', 'sigmoid', 'sign', 'sin', 'sinh', 'softmax', 'sort',
+    'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'sub', 'sum', 't', 'take_along_dim',
+    'tan', 'tanh', 'tile', 'topk', 'transpose', 'tril', 'triu', 'true_divide', 'trunc', 'unbind',
+    'unflatten', 'unique', 'unsqueeze', 'var', 'view', 'vstack', 'where',
 ]
 
 from memgrad.ops.arrange import argsort as argsort
+from memgrad.ops.arrange import cumprod as cumprod
 from memgrad.ops.arrange import cumsum as cumsum
 from memgrad.ops.arrange import diag as diag
 from memgrad.ops.arrange import flip as flip

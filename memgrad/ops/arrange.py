@@ -1,11 +1,12 @@
 """Rearranging and selecting, as PyTorch names it: ``contiguous``, ``tril``/``triu``,
 ``roll``, ``flip``, ``repeat``, ``repeat_interleave``, ``index_select``, ``scatter``,
-``masked_fill``, ``sort``/``argsort``/``topk``, ``cumsum`` and ``prod``.
+``masked_fill``, ``sort``/``argsort``/``topk``, ``cumsum``, ``cumprod`` and ``prod``.
 
-``tril``, ``triu``, ``roll``, ``flip``, ``cumsum`` and ``scatter`` are primitives; the rest are
-composites (``prod`` multiplies halves until one is left, so its gradient is right at zeros
-too; ``sort`` and ``topk`` gather their values at the indices they return, so backward keeps
-the indices, as PyTorch's does).
+``tril``, ``triu``, ``roll``, ``flip``, ``cumsum``, ``cumprod`` and ``scatter`` are primitives;
+the rest are composites (``prod`` multiplies halves until one is left, so its gradient is right
+at zeros too; ``cumprod``'s VJP treats zeros in its input apart, see ``_cumprod_grad``;
+``sort`` and ``topk`` gather their values at the indices they return, so backward keeps the
+indices, as PyTorch's does).
 
 The index-taking functions check their indices (an IndexError naming the function) before
 anything runs, and their index arrays reach backward through the saved-value path (an
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from memgrad.autograd.grad_mode import state
 from memgrad.errors import ShapeError
 from memgrad.ops.elementwise import where
 from memgrad.ops.indexing import _index_tensor, gather
@@ -30,7 +32,8 @@ from memgrad.ops.registry import primitive, public
 from memgrad.tensor import Tensor
 
 __all__ = ["contiguous", "tril", "triu", "roll", "flip", "repeat", "tile", "repeat_interleave",
-           "index_select", "scatter", "masked_fill", "sort", "argsort", "topk", "cumsum", "prod",
+           "index_select", "scatter", "masked_fill", "sort", "argsort", "topk", "cumsum", "cumprod",
+           "prod",
            "nonzero", "masked_select", "unique", "diag", "meshgrid",
            "SortResult", "TopkResult"]
 
@@ -508,6 +511,72 @@ def cumsum(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
         _dim(dim, 1, "cumsum")
         return reshape(_cumsum(reshape(input, 1), dim=0), ())
     return _cumsum(input, dim=_dim(dim, input.ndim, "cumsum"))
+
+
+@primitive("cumprod", saves={"x": (0,), "out": (0,)}, kind="reduce")
+def _cumprod(x, *, dim):
+    dtype = np.int64 if x.dtype.kind in "biu" else None
+    return np.cumprod(x, axis=dim, dtype=dtype)
+
+
+def _revcumsum(t: Tensor, dim: int) -> Tensor:
+    return _flip(_cumsum(_flip(t, dims=(dim,)), dim=dim), dims=(dim,))
+
+
+def _cumprod_grad_by_definition(g: Tensor, x: Tensor, dim: int) -> Tensor:
+    """Each input's gradient from the definition, sum over j >= i of g_j times the product
+    of x_m for m <= j, m != i: an (n, n) block per slice, every term a polynomial in x, so
+    that its derivative is cumprod's second derivative at zeros too."""
+    xl = x.movedim(dim, -1)
+    n = xl.shape[-1]
+    omit = Tensor(np.eye(n, dtype=np.bool_))  # [i, m]: leave x_i out of row i
+    rows = _cumprod(where(omit, 1.0, xl.unsqueeze(-2)), dim=xl.ndim)  # [..., i, j]
+    later = Tensor(np.triu(np.ones((n, n), dtype=np.bool_)))  # j >= i
+    grad = (where(later, rows, 0.0) * g.movedim(dim, -1).unsqueeze(-2)).sum(-1)
+    return grad.movedim(-1, dim)
+
+
+def _cumprod_grad(g: Tensor, out: Tensor, x: Tensor, dim: int) -> Tensor:
+    """cumprod's VJP. Without zeros: the reversed running sum of ``g * out``, divided by
+    ``x``. With zeros and no graph to record, O(n): before a slice's first zero the same
+    quotient (``x`` is nonzero there), at the first zero the reversed running sum of ``g``
+    times the running product with that zero taken as 1, after it zero. With zeros under
+    ``create_graph`` the gradient by its definition (O(n^2)), as the O(n) form's derivative
+    is not cumprod's second derivative."""
+    zeros = x._data == 0
+    if not zeros.any():
+        return _revcumsum(g * out, dim) / x
+    if state.grad_enabled:
+        return _cumprod_grad_by_definition(g, x, dim)
+    seen = np.cumsum(zeros, axis=dim)
+    first = Tensor(zeros & (seen == 1))
+    before = Tensor(seen == 0)
+    quotient = _revcumsum(g * out, dim) / where(Tensor(zeros), 1.0, x)
+    at_zero = _revcumsum(g * _cumprod(where(first, 1.0, x), dim=dim), dim)
+    return where(before, quotient, 0.0) + where(first, at_zero, 0.0)
+
+
+@_cumprod.vjp
+def _(g, out, needs, x, dim):
+    return (_cumprod_grad(g, out, x, dim),)
+
+
+@public
+def cumprod(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    """Running products along ``dim`` (integers and bools multiply as int64). The gradient
+    is right at zeros too, and so is the second derivative.
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.cumprod(mg.tensor([1.0, 2.0, 3.0]), 0)
+        tensor([1., 2., 6.])
+    """
+    if dtype is not None:
+        input = input.to(dtype)
+    if input.ndim == 0:
+        _dim(dim, 1, "cumprod")
+        return reshape(_cumprod(reshape(input, 1), dim=0), ())
+    return _cumprod(input, dim=_dim(dim, input.ndim, "cumprod"))
 
 
 def _prod_along(x: Tensor, d: int) -> Tensor:

@@ -1096,6 +1096,16 @@ case("cumsum", "dim1", inputs(normal(3, 4)), lambda x: P("cumsum")(x, dim=1),
      lambda x: np.cumsum(x, 1))
 case("cumsum", "public-neg-dim", inputs(normal(2, 3, 4)), lambda x: x.cumsum(-2),
      lambda x: np.cumsum(x, -2))
+case("cumprod", "dim1", inputs(away(0.3, 2, 3, 4)), lambda x: P("cumprod")(x, dim=1),
+     lambda x: np.cumprod(x, 1))
+case("cumprod", "public-neg-dim", inputs(away(0.3, 2, 2, 3, 4)), lambda x: x.cumprod(-2),
+     lambda x: np.cumprod(x, -2))
+case("cumprod", "zeros", lambda rng: (np.array([[0.0, 2.0, -1.5, 0.7], [0.5, 0.0, 1.3, 0.0],
+                                                [1.1, -0.8, 0.0, 2.0]]),),
+     lambda x: mg.cumprod(x, 1), lambda x: np.cumprod(x, 1))
+case("cumprod", "zeros-dim0", lambda rng: (np.array([[0.0, 2.0], [0.5, 0.0], [1.2, 0.0],
+                                                     [-0.9, 1.4]]),),
+     lambda x: mg.cumprod(x, 0), lambda x: np.cumprod(x, 0))
 case("mul", "prod-dim", inputs(normal(3, 5)), lambda x: mg.prod(x, 1), lambda x: np.prod(x, 1))
 case("mul", "prod-all-keepdim", inputs(normal(2, 3)), lambda x: x.prod(keepdim=True),
      lambda x: np.prod(x, keepdims=True))

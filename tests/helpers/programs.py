@@ -540,6 +540,9 @@ OPS: dict[str, OpSpec] = {
     "cumsum": OpSpec(lambda a, p: np.cumsum(a[0], axis=p["dim"]),
                      lambda a, p: a[0].cumsum(p["dim"]),
                      lambda n, p: f"{n[0]}.cumsum({p['dim']})"),
+    "cumprod": OpSpec(lambda a, p: np.cumprod(a[0], axis=p["dim"]),
+                      lambda a, p: a[0].cumprod(p["dim"]),
+                      lambda n, p: f"{n[0]}.cumprod({p['dim']})"),
     "tril": OpSpec(lambda a, p: np.tril(a[0], p["diagonal"]),
                    lambda a, p: a[0].tril(p["diagonal"]),
                    lambda n, p: f"{n[0]}.tril({p['diagonal']})"),
@@ -1096,7 +1099,8 @@ def _mk_unary(op: str):
 
 
 def _mk_along(op: str):
-    """flip, roll, cumsum, tril and index_select of a register along one of its dims."""
+    """flip, roll, cumsum, cumprod, tril and index_select of a register along one of its
+    dims."""
     def make(g: _Gen) -> bool:
         a = g.pick(pred=lambda r: g.np[r].ndim >= (2 if op == "tril" else 1))
         if a is None:
@@ -1107,7 +1111,7 @@ def _mk_along(op: str):
             params: dict = {"dims": (d,)}
         elif op == "roll":
             params = {"shift": g.integer(-3, 3), "dim": d}
-        elif op == "cumsum":
+        elif op in ("cumsum", "cumprod"):
             params = {"dim": d}
         elif op == "tril":
             params = {"diagonal": g.integer(-1, 1)}
@@ -1683,7 +1687,8 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
      ("atan", _mk_unary("atan")), ("sinh", _mk_unary("sinh")),
      ("log2_safe", _mk_unary("log2_safe"))],
     [("flip", _mk_along("flip")), ("roll", _mk_along("roll")), ("cumsum", _mk_along("cumsum")),
-     ("tril", _mk_along("tril")), ("index_select", _mk_along("index_select"))],
+     ("cumprod", _mk_along("cumprod")), ("tril", _mk_along("tril")),
+     ("index_select", _mk_along("index_select"))],
     [("reshape", _mk_reshape), ("transpose", _mk_transpose), ("permute", _mk_permute),
      ("unsqueeze", _mk_unsqueeze), ("squeeze", _mk_squeeze), ("expand", _mk_expand),
      ("getitem", _mk_getitem), ("narrow", _mk_narrow("narrow")),

@@ -213,6 +213,23 @@ def test_cumsum_and_prod_of_integers_are_int64():
     assert mg.cumsum(mg.tensor([1.0, 2.0]), 0, dtype=mg.float64).dtype == np.float64
 
 
+def test_cumprod_of_integers_is_int64_and_a_0d_input_keeps_its_shape():
+    assert mg.cumprod(mg.tensor([1, 2, 3], dtype=mg.int32), 0).dtype == np.int64
+    assert mg.cumprod(mg.tensor([2, 3, 4]), 0).tolist() == [2, 6, 24]
+    assert mg.cumprod(mg.tensor([True, False, True]), 0).tolist() == [1, 0, 0]
+    assert mg.cumprod(mg.tensor(3.0), 0).shape == ()
+    assert mg.cumprod(mg.tensor([1.0, 2.0]), -1, dtype=mg.float64).dtype == np.float64
+    with pytest.raises(IndexError, match="cumprod"):
+        mg.cumprod(mg.tensor([1.0, 2.0]), 1)
+
+
+def test_cumprod_gradient_at_zeros_is_each_products_derivative():
+    x = mg.tensor([2.0, 0.0, 3.0, 0.0, 5.0], dtype=mg.float64, requires_grad=True)
+    mg.cumprod(x, 0).sum().backward()
+    # d/dx0 of (x0 + x0x1 + ...) = 1 + x1 + ... = 1; d/dx1 = x0 (1 + x2 + x2x3 + ...) = 8
+    assert x.grad.tolist() == [1.0, 8.0, 0.0, 0.0, 0.0]
+
+
 def test_prod_gradient_at_zeros_is_the_product_of_the_others():
     x = mg.tensor([2.0, 0.0, 3.0, 5.0], requires_grad=True)
     x.prod().backward()
