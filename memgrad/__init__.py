@@ -8,6 +8,8 @@ Example:
     tensor([2., 4.])
 """
 
+from numpy import dtype  # the class of memgrad's dtypes, which are NumPy's (torch.dtype)
+
 from memgrad import (  # noqa: F401 (_kernels)
     _kernels,
     autograd,
@@ -82,7 +84,7 @@ __all__ = [
     "rand", "randint",
     "randn_like", "rand_like", "randint_like", "randperm", "device", "manual_seed", "seed",
     "get_rng_state", "set_rng_state", "fork_rng", "Generator", "random", "save", "load",
-    "utils", "float16", "float32", "float64", "int32", "int64", "bool_", "half", "float",
+    "utils", "dtype", "float16", "float32", "float64", "int32", "int64", "bool_", "half", "float",
     "double", "int", "long", "bool", "linalg", "no_grad", "enable_grad",
     "set_grad_enabled", "inference_mode", "is_grad_enabled", "as_tensor", "is_tensor",
     "autograd", "checkpoint", "distributed", "memory",

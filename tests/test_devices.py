@@ -91,3 +91,59 @@ def test_new_factories_take_the_tensors_dtype():
     assert f.dtype == np.float64 and f.tolist() == [7.0, 7.0] and f.requires_grad
     with pytest.raises(RuntimeError, match="new_zeros|zeros: memgrad runs on the CPU"):
         x.new_zeros(2, device="cuda")
+
+
+def test_mg_dtype_is_the_class_of_memgrads_dtypes():
+    assert mg.dtype is np.dtype
+    assert all(isinstance(d, mg.dtype) for d in (mg.float32, mg.long, mg.bool, mg.zeros(1).dtype))
+
+
+def test_type_names_pytorchs_cpu_type_under_memgrads_prefix():
+    names = {mg.float32: "FloatTensor", mg.float64: "DoubleTensor", mg.float16: "HalfTensor",
+             mg.int64: "LongTensor", mg.int32: "IntTensor", mg.bool_: "BoolTensor",
+             np.dtype(np.uint8): "ByteTensor", np.dtype(np.int8): "CharTensor",
+             np.dtype(np.int16): "ShortTensor"}
+    for dt, name in names.items():
+        assert mg.zeros(2, dtype=dt).type() == f"memgrad.{name}"
+
+
+def test_type_with_a_dtype_or_a_name_casts_and_keeps_a_matching_tensor():
+    x = mg.tensor([1.5, -2.0], requires_grad=True)
+    assert x.type(mg.float32) is x and x.type("torch.FloatTensor") is x
+    y = x.type(mg.float64)
+    assert y.dtype == np.float64 and y.tolist() == [1.5, -2.0]
+    y.sum().backward()
+    assert x.grad.dtype == np.float32 and x.grad.tolist() == [1.0, 1.0]
+    assert x.type("memgrad.LongTensor").tolist() == [1, -2]
+    assert x.type(dtype="torch.DoubleTensor").dtype == np.float64
+
+
+def test_type_refuses_an_unknown_name_a_cuda_type_and_a_non_dtype():
+    x = mg.zeros(2)
+    with pytest.raises(ValueError, match="Tensor.type: invalid type 'Float'.*memgrad.FloatTensor"):
+        x.type("Float")
+    with pytest.raises(RuntimeError, match="Tensor.type: memgrad runs on the CPU only"):
+        x.type("torch.cuda.FloatTensor")
+    with pytest.raises(TypeError, match="Tensor.type: dtype must be a dtype"):
+        x.type(3)
+    with pytest.raises(TypeError, match="has no type name"):
+        mg.zeros(1, dtype=np.uint32).type()
+
+
+def test_cuda_says_memgrad_runs_on_the_cpu_only():
+    x = mg.zeros(2)
+    for args in ((), (0,), ("cuda:1",), ("cpu",)):
+        with pytest.raises(RuntimeError, match="Tensor.cuda: memgrad runs on the CPU only"):
+            x.cuda(*args)
+
+
+def test_torch_dropout_alias_takes_pytorchs_positional_arguments():
+    x = mg.ones(1000)
+    assert mg.dropout(x, 0.3, False) is x
+    mg.manual_seed(5)
+    y = mg.dropout(x, 0.3, True)
+    mg.manual_seed(5)
+    assert np.array_equal(y.numpy(), mg.nn.functional.dropout(x, 0.3, training=True).numpy())
+    assert sorted(set(y.tolist())) == pytest.approx([0.0, 1 / 0.7])
+    with pytest.raises(TypeError):
+        mg.dropout(x, 0.3)  # type: ignore[call-arg]

@@ -419,6 +419,77 @@ def _type_as(self: Tensor, other: Tensor) -> Tensor:
     return _to(self, other.dtype)
 
 
+# Tensor.type()'s names: PyTorch's names of its CPU tensor types, under memgrad's prefix
+_TYPE_NAMES = {np.dtype(np.float16): "HalfTensor", np.dtype(np.float32): "FloatTensor",
+               np.dtype(np.float64): "DoubleTensor", np.dtype(np.int8): "CharTensor",
+               np.dtype(np.uint8): "ByteTensor", np.dtype(np.int16): "ShortTensor",
+               np.dtype(np.int32): "IntTensor", np.dtype(np.int64): "LongTensor",
+               np.dtype(np.bool_): "BoolTensor"}
+_TYPE_DTYPES = {name: dt for dt, name in _TYPE_NAMES.items()}
+
+
+def _dtype_named(name: str) -> np.dtype:
+    """The dtype of a type name as ``Tensor.type`` takes it: memgrad's (``"memgrad.FloatTensor"``)
+    or PyTorch's for the CPU (``"torch.FloatTensor"``); a CUDA one is refused."""
+    prefix, _, kind = name.rpartition(".")
+    if prefix in ("torch.cuda", "memgrad.cuda"):
+        factories.check_device("cuda", "Tensor.type")
+    if prefix not in ("torch", "memgrad") or kind not in _TYPE_DTYPES:
+        known = ", ".join(f"'memgrad.{k}'" for k in _TYPE_DTYPES)
+        raise ValueError(f"Tensor.type: invalid type {name!r}; expected a dtype such as "
+                         f"mg.float64 or one of {known} ('torch.' in place of 'memgrad.' "
+                         "is taken too)")
+    return _TYPE_DTYPES[kind]
+
+
+def _type(self: Tensor, dtype: Any = None, non_blocking: bool = False) -> Any:
+    """With no ``dtype``: the tensor's type name, PyTorch's name for a CPU tensor of its
+    dtype under memgrad's prefix (``"memgrad.FloatTensor"`` where PyTorch says
+    ``"torch.FloatTensor"``). With a dtype, or a type name (``"memgrad.DoubleTensor"``, or
+    PyTorch's ``"torch.DoubleTensor"``): the tensor cast to it, this tensor itself if it has
+    that dtype already.
+
+    Example:
+        >>> import memgrad as mg
+        >>> x = mg.zeros(2)
+        >>> x.type(), x.type(mg.float64).type(), x.type("torch.LongTensor").dtype
+        ('memgrad.FloatTensor', 'memgrad.DoubleTensor', dtype('int64'))
+    """
+    if dtype is None:
+        name = _TYPE_NAMES.get(self._data.dtype)
+        if name is None:
+            raise TypeError(f"Tensor.type: a tensor of dtype {self._data.dtype} has no type "
+                            "name (PyTorch has no such CPU tensor type); read .dtype instead")
+        return f"memgrad.{name}"
+    if isinstance(dtype, str):
+        dtype = _dtype_named(dtype)
+    elif not isinstance(dtype, (np.dtype, type)):
+        raise TypeError(f"Tensor.type: dtype must be a dtype or a type name such as "
+                        f"'memgrad.FloatTensor', got {type(dtype).__name__}")
+    return _to(self, dtype)
+
+
+def _cuda(self: Tensor, device: Any = None, non_blocking: bool = False,
+          memory_format: Any = None) -> Tensor:
+    """Refused: memgrad runs on the CPU only (a RuntimeError that says so)."""
+    factories.check_device("cuda" if device is None else device, "Tensor.cuda")
+    raise RuntimeError("Tensor.cuda: memgrad runs on the CPU only (its tensors are NumPy "
+                       "arrays in host memory); leave the tensor where it is, or call .cpu()")
+
+
+@public(method=False)
+def dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    """``torch.dropout``: ``mg.nn.functional.dropout(input, p, training=train)`` with
+    PyTorch's positional signature (all three arguments required).
+
+    Example:
+        >>> import memgrad as mg
+        >>> mg.dropout(mg.ones(3), 0.5, False)
+        tensor([1., 1., 1.])
+    """
+    return nn.dropout(input, p, train)
+
+
 def _new(fill: Any, api: str) -> Any:
     def new(self: Tensor, *size: Any, dtype: Any = None, device: Any = None,
             requires_grad: bool = False) -> Tensor:
@@ -513,7 +584,8 @@ def _bind() -> None:
         "float": _cast(np.float32), "double": _cast(np.float64), "long": _cast(np.int64),
         "int": _cast(np.int32), "bool": _cast(np.bool_), "half": _cast(np.float16),
         "cpu": _cpu, "contiguous": _contiguous, "is_contiguous": _is_contiguous,
-        "type_as": _type_as, "new_zeros": _new(factories.zeros, "new_zeros"),
+        "type_as": _type_as, "type": _type, "cuda": _cuda,
+        "new_zeros": _new(factories.zeros, "new_zeros"),
         "new_ones": _new(factories.ones, "new_ones"),
         "new_empty": _new(factories.empty, "new_empty"), "new_full": _new_full,
         "swapaxes": movement.transpose, "expand_as": _expand_as, "view_as": _view_as,

@@ -20,17 +20,17 @@ __all__ = [
     'abs', 'acos', 'add', 'addmm', 'all', 'allclose', 'amax', 'amin', 'any', 'argmax', 'argmin',
     'argsort', 'asin', 'atan', 'atan2', 'baddbmm', 'bernoulli', 'bmm', 'broadcast_to', 'cat',
     'ceil', 'chunk', 'clamp', 'clip', 'clone', 'concat', 'cos', 'cosh', 'cumprod', 'cumsum',
-    'diag', 'div', 'dot', 'einsum', 'eq', 'equal', 'erf', 'exp', 'expand', 'expm1', 'flatten',
-    'flip', 'floor', 'floor_divide', 'fmod', 'gather', 'ge', 'gt', 'hstack', 'index_select',
-    'isfinite', 'isinf', 'isnan', 'le', 'lerp', 'log', 'log10', 'log1p', 'log2', 'log_softmax',
-    'logical_and', 'logical_or', 'logical_xor', 'logsumexp', 'lt', 'masked_fill', 'masked_select',
-    'matmul', 'max', 'maximum', 'mean', 'meshgrid', 'min', 'minimum', 'mm', 'movedim', 'mul',
-    'multinomial', 'narrow', 'ne', 'neg', 'nonzero', 'norm', 'numel', 'outer', 'permute', 'pow',
-    'prod', 'relu', 'remainder', 'repeat', 'repeat_interleave', 'reshape', 'roll', 'round',
-    'rsqrt', 'scatter', 'scatter_add', 'sigmoid', 'sign', 'sin', 'sinh', 'softmax', 'sort',
-    'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'sub', 'sum', 't', 'take_along_dim',
-    'tan', 'tanh', 'tile', 'topk', 'transpose', 'tril', 'triu', 'true_divide', 'trunc', 'unbind',
-    'unflatten', 'unique', 'unsqueeze', 'var', 'view', 'vstack', 'where',
+    'diag', 'div', 'dot', 'dropout', 'einsum', 'eq', 'equal', 'erf', 'exp', 'expand', 'expm1',
+    'flatten', 'flip', 'floor', 'floor_divide', 'fmod', 'gather', 'ge', 'gt', 'hstack',
+    'index_select', 'isfinite', 'isinf', 'isnan', 'le', 'lerp', 'log', 'log10', 'log1p', 'log2',
+    'log_softmax', 'logical_and', 'logical_or', 'logical_xor', 'logsumexp', 'lt', 'masked_fill',
+    'masked_select', 'matmul', 'max', 'maximum', 'mean', 'meshgrid', 'min', 'minimum', 'mm',
+    'movedim', 'mul', 'multinomial', 'narrow', 'ne', 'neg', 'nonzero', 'norm', 'numel', 'outer',
+    'permute', 'pow', 'prod', 'relu', 'remainder', 'repeat', 'repeat_interleave', 'reshape',
+    'roll', 'round', 'rsqrt', 'scatter', 'scatter_add', 'sigmoid', 'sign', 'sin', 'sinh',
+    'softmax', 'sort', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'sub', 'sum', 't',
+    'take_along_dim', 'tan', 'tanh', 'tile', 'topk', 'transpose', 'tril', 'triu', 'true_divide',
+    'trunc', 'unbind', 'unflatten', 'unique', 'unsqueeze', 'var', 'view', 'vstack', 'where',
 ]
 
 from memgrad.ops.arrange import argsort as argsort
@@ -143,7 +143,6 @@ conv2d: Primitive
 conv2d_input_grad: Primitive
 conv2d_weight_grad: Primitive
 copy: Primitive
-dropout: Primitive
 elu: Primitive
 embedding: Primitive
 fill: Primitive
@@ -195,6 +194,7 @@ def any(input: Tensor, dim: Any = ..., keepdim: bool = ...) -> Tensor: ...
 def clamp(input: Tensor, min: Any = ..., max: Any = ...) -> Tensor: ...
 def clip(input: Tensor, min: Any = ..., max: Any = ...) -> Tensor: ...
 def div(input: Any, other: Any, *, rounding_mode: str | None = ...) -> Tensor: ...
+def dropout(input: Tensor, p: float, train: bool) -> Tensor: ...
 def eq(input: Any, other: Any) -> Tensor: ...
 def equal(input: Tensor, other: Tensor) -> bool: ...
 def floor_divide(input: Any, other: Any) -> Tensor: ...
