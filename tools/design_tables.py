@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DESIGN = ROOT / "docs" / "design.md"
-BUDGET = 3400  # lines; stated in docs/design.md
+BUDGET = 3800  # lines; stated in docs/design.md
 START, END = "<!-- core table: made by tools/design_tables.py -->", "<!-- /core table -->"
 
 
