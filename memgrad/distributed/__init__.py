@@ -17,15 +17,18 @@ Example:
 
 from memgrad.distributed.comm import (
     DistributedError,
+    all_gather,
     all_gather_object,
     all_reduce,
     barrier,
     broadcast,
     broadcast_object,
+    destroy_process_group,
     init,
     is_initialized,
     launched_by_mpi,
     rank,
+    reduce_scatter,
     world_size,
 )
 from memgrad.distributed.ddp import DEFAULT_BUCKET_BYTES, DDPStats, DistributedDataParallel
@@ -34,6 +37,7 @@ from memgrad.distributed.sampler import DistributedSampler
 __all__ = [
     "DistributedError",
     "init",
+    "destroy_process_group",
     "is_initialized",
     "launched_by_mpi",
     "rank",
@@ -41,6 +45,8 @@ __all__ = [
     "barrier",
     "all_reduce",
     "broadcast",
+    "all_gather",
+    "reduce_scatter",
     "all_gather_object",
     "broadcast_object",
     "DistributedDataParallel",

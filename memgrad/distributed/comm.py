@@ -77,9 +77,12 @@ __all__ = [
     "barrier",
     "all_reduce",
     "broadcast",
+    "all_gather",
+    "reduce_scatter",
     "all_gather_object",
     "broadcast_object",
     "launched_by_mpi",
+    "destroy_process_group",
 ]
 
 # set by the launchers of Open MPI, PMIx, and MPICH's Hydra in every process they start
@@ -96,7 +99,7 @@ _PAUSE_FIRST, _PAUSE_MAX = 1e-4, 1e-3
 _FIELDS = 6
 _STEP, _EXTRA = _FIELDS, _FIELDS + 1
 (_ALL_REDUCE, _BROADCAST, _BARRIER, _ALL_GATHER_OBJECT, _BROADCAST_OBJECT, _BUCKET, _JOIN,
- _EXIT) = range(1, 9)
+ _EXIT, _ALL_GATHER, _REDUCE_SCATTER, _DESTROY) = range(1, 12)
 
 
 class DistributedError(MemgradError, RuntimeError):
@@ -309,8 +312,14 @@ def _describe(record: np.ndarray) -> str:
         where = f"in all_reduce(op={_OPS[c]!r}) of {b} {_dtype_name(a)}"
     elif kind == _BROADCAST:
         where = f"in broadcast(src={c}) of {b} {_dtype_name(a)}"
+    elif kind == _ALL_GATHER:
+        where = f"in all_gather() of {b} {_dtype_name(a)}"
+    elif kind == _REDUCE_SCATTER:
+        where = f"in reduce_scatter(op={_OPS[c]!r}) of {b} {_dtype_name(a)} per rank"
     elif kind == _BARRIER:
         where = "in barrier()"
+    elif kind == _DESTROY:
+        where = "in destroy_process_group()"
     elif kind == _ALL_GATHER_OBJECT:
         where = "in all_gather_object()"
     elif kind == _BROADCAST_OBJECT:
@@ -444,6 +453,112 @@ def broadcast(tensor: Tensor, src: int = 0) -> Tensor:
         _wait([w.comm.Ibcast(data, root=src)], "broadcast()")
         tensor._bump_version()
     return tensor
+
+
+def _peers(api: str, tensors: Any, like: np.ndarray, size: int, name: str) -> list[np.ndarray]:
+    """The buffers of ``tensors``, one per rank, each of ``like``'s shape and dtype."""
+    if not isinstance(tensors, (list, tuple)) or len(tensors) != size:
+        got = (f"{len(tensors)} tensors" if isinstance(tensors, (list, tuple))
+               else type(tensors).__name__)
+        raise ValueError(f"{api}: {name} must be a list of world_size() = {size} tensors, one "
+                         f"per rank, got {got}")
+    out = []
+    for i, t in enumerate(tensors):
+        data = _buffer(api, t)
+        if data.shape != like.shape or data.dtype != like.dtype:
+            raise ValueError(f"{api}: {name}[{i}] must have the shape and dtype of the "
+                             f"tensor, {like.shape} {like.dtype}, got {data.shape} "
+                             f"{data.dtype}")
+        out.append(data)
+    return out
+
+
+def all_gather(tensor_list: list[Tensor], tensor: Tensor) -> list[Tensor]:
+    """Fill ``tensor_list[i]``, on every rank, with rank ``i``'s ``tensor`` (the list holds
+    ``world_size()`` tensors of ``tensor``'s shape and dtype). In place, outside autograd;
+    returns ``tensor_list``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> import memgrad.distributed as dist
+        >>> out = [mg.zeros(2)]
+        >>> dist.all_gather(out, mg.tensor([1.0, 2.0]))
+        [tensor([1., 2.])]
+    """
+    data = _buffer("all_gather", tensor)
+    w = _get()
+    outs = _peers("all_gather", tensor_list, data, w.size, "tensor_list")
+    if w.comm is None:
+        outs[0][...] = data
+    else:
+        _agree(_ALL_GATHER, _dtype_code(data.dtype), data.size)
+        everyone = np.empty((w.size, *data.shape), dtype=data.dtype)
+        _wait([w.comm.Iallgather(data, everyone)], "all_gather()")
+        for out, got in zip(outs, everyone):
+            out[...] = got
+    for t in tensor_list:
+        t._bump_version()
+    return tensor_list
+
+
+def reduce_scatter(output: Tensor, input_list: list[Tensor], op: str = "sum") -> Tensor:
+    """Replace ``output``'s values on rank ``r`` by the sum (``op="sum"``) or mean
+    (``op="mean"``) over all ranks of their ``input_list[r]`` (``world_size()`` tensors of
+    ``output``'s shape and dtype). In place, outside autograd; returns ``output``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> import memgrad.distributed as dist
+        >>> dist.reduce_scatter(mg.zeros(2), [mg.tensor([1.0, 2.0])])
+        tensor([1., 2.])
+    """
+    if op not in _OPS:
+        raise ValueError(f"reduce_scatter: op must be one of {_OPS}, got {op!r}")
+    data = _buffer("reduce_scatter", output)
+    if op == "mean" and data.dtype.kind not in "fc":
+        raise TypeError(
+            f"reduce_scatter: op='mean' needs a floating tensor, got {data.dtype}; use "
+            "op='sum' or convert the tensors with .float() first"
+        )
+    w = _get()
+    ins = _peers("reduce_scatter", input_list, data, w.size, "input_list")
+    if w.comm is None:
+        data[...] = ins[0]
+    else:
+        _agree(_REDUCE_SCATTER, _dtype_code(data.dtype), data.size, _OPS.index(op))
+        send = np.stack(ins)
+        _wait([w.comm.Ireduce_scatter_block(send, data, op=w.mpi.SUM)], "reduce_scatter()")
+        if op == "mean":
+            data /= w.size
+    output._bump_version()
+    return output
+
+
+def destroy_process_group() -> None:
+    """Leave the world ``init()`` joined: every rank calls it at the same point (it waits
+    for the others, and ranks out of step are reported as for any collective). Afterwards
+    ``is_initialized()`` is False and a collective or ``init()`` joins again.
+
+    Example:
+        >>> import memgrad.distributed as dist
+        >>> dist.init()
+        >>> dist.destroy_process_group()
+        >>> dist.is_initialized()
+        False
+    """
+    global _world
+    w = _world
+    if w is None:
+        raise DistributedError("destroy_process_group: no process group to destroy; call "
+                               "memgrad.distributed.init() first")
+    if w.comm is not None:
+        _agree(_DESTROY)
+        _wait([], "destroy_process_group()")
+        w.records.Free()
+        if w.size > 1:
+            atexit.unregister(_at_exit)
+            sys.excepthook = sys.__excepthook__
+    _world = None
 
 
 def _pickled(obj: Any) -> np.ndarray:

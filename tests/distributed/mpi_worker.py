@@ -162,8 +162,24 @@ def collectives(args: argparse.Namespace) -> dict:
     sampler.set_epoch(2)
     obj = dist.broadcast_object({"from": r, "pad": "x" * (100 * r + 1)}, src=w - 1)
     gathered = dist.all_gather_object("x" * (100 * r + 1))
+    parts = [mg.zeros(2, 3) for _ in range(w)]
+    dist.all_gather(parts, mg.tensor([[r, 1.0, 2.0], [3.0, 4.0, -r]]))
+    ints = [mg.zeros(2, dtype=mg.int32) for _ in range(w)]
+    dist.all_gather(ints, mg.tensor([r, 7 * r], dtype=mg.int32))
+    # rank q's input_list[k] is 10 q + k + [0, 0.5]: rank k receives sum_q (10 q + k) + [0, w/2]
+    scattered = dist.reduce_scatter(mg.zeros(2), [mg.tensor([10.0 * r + k, 10.0 * r + k + 0.5])
+                                                  for k in range(w)])
+    averaged = dist.reduce_scatter(mg.zeros(2), [mg.tensor([10.0 * r + k, 1.0])
+                                                 for k in range(w)], op="mean")
+    dist.destroy_process_group()
+    destroyed = dist.is_initialized()
+    again = dist.all_reduce(mg.tensor([1.0]))  # joins the world again
     mine = {"sum": s.tolist(), "mean": m.tolist(), "int": i.tolist(), "bcast": b.tolist(),
-            "indices": sampler.indices().tolist(), "object": obj, "gathered": gathered}
+            "indices": sampler.indices().tolist(), "object": obj, "gathered": gathered,
+            "all_gather": [t.tolist() for t in parts], "all_gather_int": [t.tolist() for t in ints],
+            "int_dtype": str(ints[0].dtype), "reduce_scatter": scattered.tolist(),
+            "reduce_scatter_mean": averaged.tolist(), "destroyed": destroyed,
+            "again": again.tolist()}
     return {"world": w, "ranks": dist.all_gather_object(mine)}
 
 
@@ -271,7 +287,8 @@ def left_early(args: argparse.Namespace) -> dict:
 
 def out_of_step(args: argparse.Namespace) -> dict:
     """At step 2, rank 1's forward raises; rank 1 catches the error and carries on: into the
-    next step (--then step), or into an all_reduce of its loss (--then all_reduce)."""
+    next step (--then step), into an all_reduce of its loss (--then all_reduce), or it leaves
+    the world (--then destroy)."""
     model, opt = _small_ddp()
     r = dist.rank()
     for k in range(4):
@@ -282,6 +299,8 @@ def out_of_step(args: argparse.Namespace) -> dict:
             except ValueError:
                 if args.then == "all_reduce":
                     dist.all_reduce(mg.tensor([0.5], dtype=mg.float64))
+                elif args.then == "destroy":
+                    dist.destroy_process_group()
                 continue
         _step(model, opt, r, k)
     return {}
@@ -325,7 +344,8 @@ def main() -> None:
                         help="zero_grad(set_to_none=False)")
     parser.add_argument("--timeout", type=float, help="dist.init(timeout=...) in seconds")
     parser.add_argument("--then", default="exit",
-                        help="left_early: exit or sleep; out_of_step: step or all_reduce")
+                        help="left_early: exit or sleep; out_of_step: step, all_reduce or "
+                             "destroy")
     parser.add_argument("--batches", default="3,5", help="join: batches of rank 0,1")
     parser.add_argument("--divide", choices=["initial", "active"], default="initial")
     args = parser.parse_args()

@@ -55,6 +55,13 @@ def test_collectives_and_sampler(tmp_path):
         assert r["bcast"] == [1.0, -1.0]  # rank 1's values
         assert r["object"] == {"from": 1, "pad": "x" * 101}  # rank 1's object
     assert r0["gathered"] == r1["gathered"] == ["x", "x" * 101]  # of different sizes
+    for r in (r0, r1):
+        assert r["all_gather"] == [[[0.0, 1.0, 2.0], [3.0, 4.0, 0.0]],
+                                   [[1.0, 1.0, 2.0], [3.0, 4.0, -1.0]]]
+        assert r["all_gather_int"] == [[0, 0], [1, 7]] and r["int_dtype"] == "int32"
+        assert r["destroyed"] is False and r["again"] == [2.0]
+    assert r0["reduce_scatter"] == [10.0, 11.0] and r1["reduce_scatter"] == [12.0, 13.0]
+    assert r0["reduce_scatter_mean"] == [5.0, 1.0] and r1["reduce_scatter_mean"] == [6.0, 1.0]
     # the sampler's shards: disjoint, equal, and together the first 10 of the epoch's order
     order = np.random.default_rng([3, 2]).permutation(11)
     assert not set(r0["indices"]) & set(r1["indices"])
@@ -247,6 +254,7 @@ def test_a_rank_that_works_on_alone_times_out_the_others(tmp_path):
     ("step", "rank 1 is in DistributedDataParallel step 3, reducing bucket 1 of 2 (7 float64)"),
     ("all_reduce", "rank 1 is in all_reduce(op='sum') of 1 float64 after "
                    "DistributedDataParallel step 2"),
+    ("destroy", "rank 1 is in destroy_process_group() after DistributedDataParallel step 2"),
 ])
 def test_a_rank_that_catches_an_error_and_carries_on_is_out_of_step(tmp_path, then, rank_1):
     # rank 1's step 2 fails between forward and backward; it carries on into step 3, or into

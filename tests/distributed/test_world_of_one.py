@@ -149,3 +149,39 @@ def test_join_in_one_process():
             pass
     with model.join():  # usable again after the error
         pass
+
+
+def test_all_gather_and_reduce_scatter_in_a_world_of_one_copy_the_tensor():
+    out = [mg.zeros(2, 2)]
+    x = mg.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert dist.all_gather(out, x) is out and out[0].tolist() == x.tolist()
+    assert out[0].numpy() is not x.numpy()
+    y = mg.zeros(3, dtype=mg.int64)
+    assert dist.reduce_scatter(y, [mg.tensor([1, 2, 3])]) is y and y.tolist() == [1, 2, 3]
+    assert dist.reduce_scatter(mg.zeros(1), [mg.tensor([2.5])], op="mean").tolist() == [2.5]
+
+
+def test_all_gather_and_reduce_scatter_errors():
+    with pytest.raises(ValueError, match=r"all_gather: tensor_list must be a list of "
+                                         r"world_size\(\) = 1 tensors, one per rank, got 2"):
+        dist.all_gather([mg.zeros(2), mg.zeros(2)], mg.ones(2))
+    with pytest.raises(ValueError, match=r"all_gather: tensor_list\[0\] must have the shape "
+                                         r"and dtype of the tensor, \(2,\) float32, got \(3,\)"):
+        dist.all_gather([mg.zeros(3)], mg.ones(2))
+    with pytest.raises(ValueError, match="reduce_scatter: input_list must be a list"):
+        dist.reduce_scatter(mg.zeros(2), mg.ones(2))
+    with pytest.raises(ValueError, match="reduce_scatter: op must be one of"):
+        dist.reduce_scatter(mg.zeros(2), [mg.ones(2)], op="max")
+    with pytest.raises(TypeError, match="reduce_scatter: op='mean' needs a floating tensor"):
+        dist.reduce_scatter(mg.zeros(2, dtype=mg.int64), [mg.ones(2, dtype=mg.int64)], op="mean")
+    with pytest.raises(ValueError, match="all_gather: the tensor must be contiguous"):
+        dist.all_gather([mg.zeros(2, 2).t()], mg.ones(2, 2))
+
+
+def test_destroy_process_group_leaves_and_a_collective_joins_again():
+    dist.init()
+    dist.destroy_process_group()
+    assert not dist.is_initialized()
+    with pytest.raises(dist.DistributedError, match="destroy_process_group: no process group"):
+        dist.destroy_process_group()
+    assert dist.all_reduce(mg.ones(1)).tolist() == [1.0] and dist.is_initialized()
