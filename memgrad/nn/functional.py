@@ -27,6 +27,7 @@ from memgrad.ops.conv import (
 from memgrad.ops.functional import (
     binary_cross_entropy,
     cosine_similarity,
+    embedding_bag,
     huber_loss,
     kl_div,
     normalize,
@@ -63,5 +64,5 @@ __all__ = [
     "binary_cross_entropy_with_logits", "batch_norm", "group_norm", "rms_norm", "conv1d",
     "avg_pool2d", "adaptive_avg_pool2d", "pad", "interpolate", "one_hot", "conv_transpose2d",
     "binary_cross_entropy", "smooth_l1_loss", "huber_loss", "kl_div", "normalize",
-    "cosine_similarity", "max_pool1d", "unfold", "fold",
+    "cosine_similarity", "max_pool1d", "unfold", "fold", "embedding_bag",
 ]

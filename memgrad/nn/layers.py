@@ -25,7 +25,8 @@ from memgrad.tensor import Tensor
 
 __all__ = [
     "Identity", "Linear", "Bilinear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
-    "Softplus", "Mish", "Dropout", "LayerNorm", "Embedding", "Conv1d", "Conv2d",
+    "Softplus", "Mish", "Dropout", "LayerNorm", "Embedding", "EmbeddingBag", "Conv1d",
+    "Conv2d",
     "ConvTranspose2d", "MaxPool1d", "MaxPool2d",
     "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "Unflatten", "Softmax",
     "LogSoftmax", "MultiheadSelfAttention",
@@ -436,6 +437,76 @@ class Embedding(Module):
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"
+        return s if self.padding_idx is None else s + f", padding_idx={self.padding_idx}"
+
+
+class EmbeddingBag(Module):
+    """Sums, means or maxima of bags of rows of ``weight`` (``(num_embeddings,
+    embedding_dim)``, drawn from ``N(0, 1)``): ``F.embedding_bag`` with the module's
+    ``mode``, ``include_last_offset`` and ``padding_idx`` (whose row starts at zero and is
+    left out of every bag). ``forward(input, offsets=None, per_sample_weights=None)``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> bag = mg.nn.EmbeddingBag(10, 3, mode="sum")
+        >>> bag(mg.tensor([1, 2, 4, 5, 4]), mg.tensor([0, 2])).shape
+        (2, 3)
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: float | None = None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
+                 sparse: bool = False, _weight: Tensor | None = None,
+                 include_last_offset: bool = False, padding_idx: int | None = None) -> None:
+        super().__init__()
+        _check_positive("EmbeddingBag", num_embeddings=num_embeddings,
+                        embedding_dim=embedding_dim)
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"EmbeddingBag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+        for name, value, default in (("max_norm", max_norm, None),
+                                     ("scale_grad_by_freq", scale_grad_by_freq, False),
+                                     ("sparse", sparse, False)):
+            if value is not default and value != default:
+                raise NotImplementedError(f"EmbeddingBag: {name}={value!r} is not supported "
+                                          f"by memgrad; leave {name} at its default")
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(
+                    f"EmbeddingBag: padding_idx must be within [-{num_embeddings}, "
+                    f"{num_embeddings}) for num_embeddings={num_embeddings}, got {padding_idx}"
+                )
+            padding_idx %= num_embeddings
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.mode = mode
+        self.include_last_offset = include_last_offset
+        self.padding_idx = padding_idx
+        if _weight is None:
+            self.weight = Parameter(empty(num_embeddings, embedding_dim))
+            self.reset_parameters()
+        else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ShapeError(f"EmbeddingBag: _weight must have shape ({num_embeddings}, "
+                                 f"{embedding_dim}), got {tuple(_weight.shape)}")
+            self.weight = Parameter(_weight)
+
+    def reset_parameters(self) -> None:
+        """Draw fresh rows from ``N(0, 1)`` and zero the padding row."""
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                init.zeros_(self.weight[self.padding_idx])
+
+    def forward(self, input: Tensor, offsets: Tensor | None = None,
+                per_sample_weights: Tensor | None = None) -> Tensor:
+        return F.embedding_bag(input, self.weight, offsets, mode=self.mode,
+                               per_sample_weights=per_sample_weights,
+                               include_last_offset=self.include_last_offset,
+                               padding_idx=self.padding_idx)
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"
+        if self.include_last_offset:
+            s += ", include_last_offset=True"
         return s if self.padding_idx is None else s + f", padding_idx={self.padding_idx}"
 
 

@@ -1,7 +1,8 @@
 """Composites that PyTorch has under ``torch.nn.functional``: the losses
-``binary_cross_entropy``, ``smooth_l1_loss``, ``huber_loss`` and ``kl_div``, and
-``normalize`` and ``cosine_similarity``. Each is made of the op table's primitives, so its
-gradient (and double backward) comes from theirs; ``memgrad.nn.functional`` re-exports them.
+``binary_cross_entropy``, ``smooth_l1_loss``, ``huber_loss`` and ``kl_div``,
+``normalize``, ``cosine_similarity`` and ``embedding_bag``. Each is made of the op table's
+primitives, so its gradient (and double backward) comes from theirs;
+``memgrad.nn.functional`` re-exports them.
 
 Example:
     >>> import memgrad as mg
@@ -17,13 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from memgrad.errors import ShapeError
 from memgrad.ops import elementwise as ew
+from memgrad.ops.indexing import max as _max
 from memgrad.ops.linalg import vector_norm
-from memgrad.ops.nn import _check_float, _difference, _reduce_elements, _reduction
+from memgrad.ops.nn import _check_float, _difference, _reduce_elements, _reduction, embedding
 from memgrad.tensor import Tensor
 
 __all__ = ["binary_cross_entropy", "smooth_l1_loss", "huber_loss", "kl_div", "normalize",
-           "cosine_similarity"]
+           "cosine_similarity", "embedding_bag"]
 
 # PyTorch clamps each log of binary_cross_entropy at -100: a certain wrong answer costs 100
 _LOG_FLOOR = -100.0
@@ -233,3 +236,125 @@ def _nonnegative(value: Any, name: str, api: str) -> float:
     if value < 0:
         raise ValueError(f"{api}: {name} must be >= 0, got {value}")
     return float(value)
+
+
+_BAG_MODES = ("sum", "mean", "max")
+
+
+def _integers(value: Any, api: str, what: str) -> np.ndarray:
+    data = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+    if data.dtype.kind not in "iu":
+        raise TypeError(f"{api}: {what} must hold integers (e.g. dtype mg.int64), got dtype "
+                        f"{data.dtype}")
+    return data.astype(np.int64, copy=False)
+
+
+def _bag_bounds(idx: np.ndarray, offsets: Any, include_last_offset: bool
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The flat indices and each bag's start and end in them."""
+    api = "embedding_bag"
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"{api}: a 2-D input is a batch of bags of equal length, so "
+                             "offsets must be None; pass a 1-D input to give offsets")
+        bags, length = idx.shape
+        starts = np.arange(bags, dtype=np.int64) * length
+        return idx.reshape(-1), starts, starts + length
+    if idx.ndim != 1:
+        raise ShapeError(f"{api}: input must be 1-D (with offsets) or 2-D (bags of equal "
+                         f"length), got shape {idx.shape}")
+    if offsets is None:
+        raise ValueError(f"{api}: a 1-D input needs offsets, the start of each bag in it "
+                         "(a 1-D integer tensor starting with 0)")
+    off = _integers(offsets, api, "offsets")
+    if off.ndim != 1:
+        raise ValueError(f"{api}: offsets must be 1-D, got shape {off.shape}")
+    n = idx.shape[0]
+    if off.size and off[0] != 0:
+        raise ValueError(f"{api}: offsets[0] must be 0 (the first bag starts the input), "
+                         f"got {int(off[0])}")
+    if (np.diff(off) < 0).any() or (off.size and off[-1] > n):
+        raise ValueError(f"{api}: offsets must be non-decreasing and at most the input's "
+                         f"length {n}, got {off.tolist()}")
+    if include_last_offset:
+        if off.size == 0 or off[-1] != n:
+            raise ValueError(f"{api}: with include_last_offset=True the last offset ends the "
+                             f"last bag and must be the input's length {n}, got "
+                             f"{off.tolist()}")
+        return idx, off[:-1], off[1:]
+    return idx, off, np.append(off[1:], n)
+
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
+                  max_norm: float | None = None, norm_type: float = 2.0,
+                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> Tensor:
+    """The sum, mean or max (``mode``) of the rows of ``weight`` over each bag of indices,
+    without making the ``(indices, embedding_dim)`` lookup first in PyTorch; here a
+    composite of ``embedding`` and reductions, so the gradients are theirs.
+
+    The bags: the rows of a 2-D ``input``, or for a 1-D ``input`` the runs that ``offsets``
+    starts (``offsets[0]`` is 0; with ``include_last_offset=True`` the last offset is the
+    input's length, as in CSR). ``per_sample_weights`` (``input``'s shape, ``mode="sum"``
+    only) scales each row before the sum. Indices equal to ``padding_idx`` are left out of
+    their bag (and of a mean's count); an empty bag gives zeros. In ``"max"`` mode each
+    element's gradient goes to the first row holding the maximum. ``max_norm``,
+    ``scale_grad_by_freq`` and ``sparse`` gradients are not supported.
+
+    Example:
+        >>> import memgrad as mg
+        >>> w = mg.arange(12.0).reshape(4, 3)
+        >>> mg.nn.functional.embedding_bag(mg.tensor([1, 2, 3]), w, mg.tensor([0, 1]),
+        ...                                mode="sum")
+        tensor([[ 3.,  4.,  5.],
+                [15., 17., 19.]])
+    """
+    api = "embedding_bag"
+    if mode not in _BAG_MODES:
+        raise ValueError(f"{api}: mode must be one of {_BAG_MODES}, got {mode!r}")
+    for name, value, off in (("max_norm", max_norm, None), ("scale_grad_by_freq",
+                             scale_grad_by_freq, False), ("sparse", sparse, False)):
+        if value is not off and value != off:
+            raise NotImplementedError(f"{api}: {name}={value!r} is not supported by memgrad; "
+                                      f"leave {name} at its default")
+    if weight.ndim != 2:
+        raise ShapeError(f"{api}: weight must be 2-D (num_embeddings, embedding_dim), got "
+                         f"shape {weight.shape}")
+    _check_float(weight, api)
+    idx = _integers(input, api, "input")
+    flat, starts, ends = _bag_bounds(idx, offsets, include_last_offset)
+    length = int((ends - starts).max(initial=0))
+    at = starts[:, None] + np.arange(length)  # (bags, length): where each slot reads
+    valid = at < ends[:, None]
+    picked = np.where(valid, flat[np.minimum(at, flat.size - 1)] if flat.size else 0, 0)
+    if padding_idx is not None:
+        rows = weight.shape[0]
+        if not -rows <= padding_idx < rows:
+            raise ValueError(f"{api}: padding_idx must be within [-{rows}, {rows}), got "
+                             f"{padding_idx}")
+        valid &= picked != padding_idx % rows
+    gathered = embedding(Tensor(picked), weight)  # (bags, length, embedding_dim)
+    keep = Tensor(valid[:, :, None])
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError(f"{api}: per_sample_weights is supported with "
+                                      f"mode='sum' only, got mode={mode!r}")
+        if not isinstance(per_sample_weights, Tensor) or per_sample_weights.shape != idx.shape:
+            got = getattr(per_sample_weights, "shape", type(per_sample_weights).__name__)
+            raise ValueError(f"{api}: per_sample_weights must be a tensor of the input's "
+                             f"shape {idx.shape}, got {got}")
+        if per_sample_weights.dtype != weight.dtype:
+            raise TypeError(f"{api}: per_sample_weights must have weight's dtype "
+                            f"{weight.dtype}, got {per_sample_weights.dtype}")
+        if length:  # (no bag holds anything otherwise: the sum is zeros)
+            scale = per_sample_weights.reshape(-1)[Tensor(np.minimum(at, flat.size - 1))]
+            gathered = gathered * scale.unsqueeze(-1)
+    if mode == "max" and length:
+        top = _max(ew.where(keep, gathered, -np.inf), 1)[0]
+        return ew.where(Tensor(valid.any(1)[:, None]), top, 0.0)
+    total = ew.where(keep, gathered, 0.0).sum(1)
+    if mode == "mean":
+        count = np.maximum(valid.sum(1, keepdims=True), 1).astype(weight.dtype)
+        return total / Tensor(count)
+    return total
