@@ -1,5 +1,5 @@
 """Optimizers, as in ``torch.optim``: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad``,
-``Adadelta``, their base class, and the learning-rate schedulers of ``lr_scheduler``.
+``Adadelta``, ``LBFGS``, their base class, and the learning-rate schedulers of ``lr_scheduler``.
 
 Example:
     >>> import memgrad as mg
@@ -12,9 +12,10 @@ Example:
 
 from memgrad.optim import lr_scheduler
 from memgrad.optim.adam import Adam, AdamW
+from memgrad.optim.lbfgs import LBFGS
 from memgrad.optim.optimizer import Optimizer
 from memgrad.optim.rmsprop import Adadelta, Adagrad, RMSprop
 from memgrad.optim.sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta",
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "LBFGS",
            "lr_scheduler"]
