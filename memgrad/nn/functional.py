@@ -24,6 +24,7 @@ from memgrad.ops.conv import (
     max_pool2d,
     unfold,
 )
+from memgrad.ops.conv3d import conv3d
 from memgrad.ops.functional import (
     binary_cross_entropy,
     cosine_similarity,
@@ -65,4 +66,5 @@ __all__ = [
     "avg_pool2d", "adaptive_avg_pool2d", "pad", "interpolate", "one_hot", "conv_transpose2d",
     "binary_cross_entropy", "smooth_l1_loss", "huber_loss", "kl_div", "normalize",
     "cosine_similarity", "max_pool1d", "unfold", "fold", "embedding_bag",
+    "conv3d",
 ]

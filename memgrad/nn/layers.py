@@ -26,7 +26,7 @@ from memgrad.tensor import Tensor
 __all__ = [
     "Identity", "Linear", "Bilinear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
     "Softplus", "Mish", "Dropout", "LayerNorm", "Embedding", "EmbeddingBag", "Conv1d",
-    "Conv2d",
+    "Conv2d", "Conv3d",
     "ConvTranspose2d", "MaxPool1d", "MaxPool2d",
     "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", "Flatten", "Unflatten", "Softmax",
     "LogSoftmax", "MultiheadSelfAttention",
@@ -48,6 +48,16 @@ def _pair(api: str, name: str, v: Any) -> tuple[int, int]:
     ):
         return (int(v[0]), int(v[1]))
     raise TypeError(f"{api}: {name} must be an int or a pair of ints, got {v!r}")
+
+
+def _triple(api: str, name: str, v: Any) -> tuple[int, int, int]:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (int(v),) * 3
+    if isinstance(v, (tuple, list)) and len(v) == 3 and all(
+        isinstance(e, (int, np.integer)) and not isinstance(e, bool) for e in v
+    ):
+        return (int(v[0]), int(v[1]), int(v[2]))
+    raise TypeError(f"{api}: {name} must be an int or a triple of ints, got {v!r}")
 
 
 def _single(api: str, name: str, v: Any) -> tuple[int]:
@@ -583,6 +593,56 @@ class Conv2d(Module):
         if self.padding != (0, 0):
             s += f", padding={self.padding}"
         if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class Conv3d(Module):
+    """3-D convolution over ``(N, C_in, D, H, W)`` input (cross-correlation, as in
+    PyTorch; ``F.conv3d``, composed of ``conv2d``).
+
+    ``weight`` has shape ``(out_channels, in_channels // groups, kD, kH, kW)``; weight and
+    bias use PyTorch's default initialisation, as ``Conv2d``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> conv = mg.nn.Conv3d(2, 4, kernel_size=3, padding=1)
+        >>> conv(mg.randn(1, 2, 5, 6, 6)).shape
+        (1, 4, 5, 6, 6)
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, int, int],
+        stride: int | tuple[int, int, int] = 1,
+        padding: int | tuple[int, int, int] = 0,
+        dilation: int | tuple[int, int, int] = 1,
+        groups: int = 1,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        _conv_setup(self, "Conv3d", _triple, in_channels, out_channels, kernel_size, stride,
+                    padding, dilation, groups, bias)
+        self.reset_parameters()
+
+    reset_parameters = Conv2d.reset_parameters
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding,
+                        self.dilation, self.groups)
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != (0, 0, 0):
+            s += f", padding={self.padding}"
+        if self.dilation != (1, 1, 1):
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
