@@ -164,7 +164,8 @@ def table(common: list[tuple[str, str, str]] = COMMON) -> str:
     absent = sum(len(names) for _, _, names in rows)
     lines = [
         f"Of {total} names common in PyTorch code, memgrad has {total - absent} (counting",
-        f"the renamed ones below); these {absent} it does not have:",
+        f"the renamed ones below); {'this one' if absent == 1 else f'these {absent}'} it "
+        "does not have:",
         "",
         "| PyTorch | memgrad | not in memgrad |",
         "| --- | --- | --- |",
