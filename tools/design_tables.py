@@ -1,7 +1,7 @@
 """Make the table of docs/design.md that lists the core's files and their sizes.
 
-The core is ``memgrad/tensor.py``, ``memgrad/autograd/``, ``memgrad/ops/registry.py`` and
-``memgrad/interpreters.py``; ``tests/test_design.py`` fails when the table differs from what
+The core is ``memgrad/tensor.py``, ``memgrad/autograd/`` (less ``functional.py``, written on
+``autograd.grad`` alone), ``memgrad/ops/registry.py`` and ``memgrad/interpreters.py``; ``tests/test_design.py`` fails when the table differs from what
 this makes, or when the core outgrows its budget.
 
 Usage:
@@ -18,14 +18,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DESIGN = ROOT / "docs" / "design.md"
-BUDGET = 3800  # lines; stated in docs/design.md
+BUDGET = 3400  # lines; stated in docs/design.md
+# modules of autograd/ written on its public API alone (autograd.grad): libraries over the
+# core, which nobody changing the core must read
+LIBRARY = {"functional.py"}
 START, END = "<!-- core table: made by tools/design_tables.py -->", "<!-- /core table -->"
 
 
 def core_files() -> list[Path]:
     files = [ROOT / "memgrad" / "tensor.py", ROOT / "memgrad" / "interpreters.py",
              ROOT / "memgrad" / "ops" / "registry.py"]
-    files += sorted((ROOT / "memgrad" / "autograd").glob("*.py"))
+    files += sorted(p for p in (ROOT / "memgrad" / "autograd").glob("*.py")
+                    if p.name not in LIBRARY)
     return files
 
 
