@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -316,7 +317,7 @@ def index_scatter(g, *, shape, index):
         rows = rows.ravel().astype(np.int64)
         check_indices(rows, n, "index_scatter", allow_negative=True)
         rows = np.where(rows < 0, rows + n, rows)
-        flat = out.reshape(n, -1)
+        flat = out.reshape(n, math.prod(shape[1:]))  # not -1: n may be 0
         index_add_rows(flat, rows, np.ascontiguousarray(g).reshape(rows.shape[0], flat.shape[1]))
         return out
     positions = np.arange(out.size, dtype=np.int64).reshape(shape)[index]

@@ -36,3 +36,13 @@ def test_logsumexp_of_nothing_is_minus_infinity():
 def test_max_over_a_size_zero_dim_raises_naming_it():
     with pytest.raises(IndexError, match=r"max\(\): cannot reduce over dimension 1 of size 0"):
         mg.zeros(2, 0).max(dim=1)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (4, 3), (0,)])
+def test_indexing_with_an_empty_index_array_gives_zero_gradients(shape):
+    x = mg.randn(*shape, requires_grad=True)
+    rows = mg.tensor(np.array([], dtype=np.int64))
+    out = x[rows]
+    assert out.shape == (0, *shape[1:])
+    (out * 2).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros(shape, dtype=np.float32))
