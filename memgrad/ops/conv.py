@@ -221,9 +221,12 @@ def _forward_rows(x, weight, bias, padding, dilation, sw) -> np.ndarray:
     shift = dilation[0] * ow * x.itemsize  # bytes from one kernel row's window to the next
 
     def work(lo: int, hi: int) -> None:
+        product = None
         for n0, n1 in _chunks(lo, hi, c * kw * (h + 2 * padding[0]) * ow * x.itemsize):
             rows = _rows(x[n0:n1], kw, ow, sw, padding, dilation[1])
-            product = Gemm(wk[0], rows[0, :, :length], flat[n0])
+            # one layout for every chunk: the scratch is the first (largest) chunk's
+            product = product or Gemm(wk[0], rows[0, :, :length], flat[lo])
+            base = (n0 - lo) * flat.strides[0]
             for i in range(n1 - n0):
                 beta = 0.0
                 if filled is not None:
@@ -231,7 +234,7 @@ def _forward_rows(x, weight, bias, padding, dilation, sw) -> np.ndarray:
                     beta = 1.0
                 for ki in range(kh):
                     product(ki * wk.strides[0], i * rows.strides[0] + ki * shift,
-                            i * flat.strides[0], beta)
+                            base + i * flat.strides[0], beta)
                     beta = 1.0
 
     in_parts(n, n * co * c * kh * kw * length, work)
@@ -351,12 +354,15 @@ def _weight_grad_rows(x, g, weight_shape, padding, dilation, sw) -> np.ndarray:
 
     def work(lo: int, hi: int) -> np.ndarray:
         gw = np.zeros((kh, c * kw, co), dtype=g.dtype)
+        product = None
         for n0, n1 in _chunks(lo, hi, c * kw * (h + 2 * padding[0]) * ow * x.itemsize):
             rows = _rows(x[n0:n1], kw, ow, sw, padding, dilation[1])
-            product = Gemm(rows[0, :, :length], flat[n0].T, gw[0])
+            # one layout for every chunk: the scratch is the first (largest) chunk's
+            product = product or Gemm(rows[0, :, :length], flat[lo].T, gw[0])
+            base = (n0 - lo) * flat.strides[0]
             for i in range(n1 - n0):
                 for ki in range(kh):
-                    product(i * rows.strides[0] + ki * shift, i * flat.strides[0],
+                    product(i * rows.strides[0] + ki * shift, base + i * flat.strides[0],
                             ki * gw.strides[0], 1.0)
         return gw
 
