@@ -381,7 +381,7 @@ def _flipped_padding(input_shape, g_shape, weight_shape, stride, padding, dilati
     """The padding of the stride-1 convolution that is conv2d_input_grad, or None where the
     input gradient is not one (a stride above 1, groups, or more padding than the kernel's
     span)."""
-    if stride != (1, 1) or groups != 1:
+    if tuple(stride) != (1, 1) or groups != 1:
         return None
     pads = tuple(d * (k - 1) - p for k, p, d in zip(weight_shape[2:], padding, dilation))
     if min(pads) < 0:
