@@ -8,9 +8,9 @@ and backward on the same input. Frameworks are timed round-robin (one run of eac
 so that both see the same machine load; the best and the median of ``--repeats`` runs are
 reported after ``--warmup`` runs.
 
-The kernels (im2col, col2im, max pooling and its backward scatter) are timed against their
-NumPy references on the W3 shapes, at the batch chunk ``memgrad.ops.conv`` hands them and at
-the full batch; a kernel is worth keeping only at >= 2x its NumPy formulation.
+The kernels (im2col, col2im, im2row, max pooling and its backward scatter) are timed against
+their NumPy references on the W3 shapes, at the batch chunk ``memgrad.ops.conv`` hands them
+and at the full batch; a kernel is worth keeping only at >= 2x its NumPy formulation.
 
 Prints one JSON line per measurement, then a plain-text table. PyTorch (eager, CPU,
 ``--torch-threads`` threads, two by default) is measured when ``import torch`` works; it is a
@@ -156,6 +156,14 @@ def kernel_cases() -> dict[str, KernelCase]:
             lambda col=col, gx=gx: conv_kernels.col2im(col, gx, 1, 1, 1, 1, 1, 1),
             lambda col=col, x=x: conv_kernels.col2im_reference(col, x.shape, 1, 1, 1, 1, 1, 1),
             shape)
+    row_chunk = max(1, conv_ops._CHUNK_BYTES // (CHANNELS * 3 * (SIZE + 2) * SIZE * 4))
+    for label, n in (("chunk", min(row_chunk, BATCH)), ("batch", BATCH)):
+        x = rng.standard_normal((n, CHANNELS, SIZE, SIZE)).astype(np.float32)
+        rows = np.empty((n, CHANNELS, 3, SIZE + 2, SIZE), np.float32)
+        out[f"im2row/{label}"] = KernelCase(
+            lambda x=x, rows=rows: conv_kernels.im2row(x, rows, 1, 1, 1, 1),
+            lambda x=x: conv_kernels.im2row_reference(x, 3, SIZE, 1, 1, 1, 1),
+            f"N={n}, 3 wide, pad 1")
     x = rng.standard_normal((BATCH, CHANNELS, SIZE, SIZE)).astype(np.float32)
     half = (BATCH, CHANNELS, SIZE // 2, SIZE // 2)
     pooled, argmax = np.empty(half, np.float32), np.empty(half, np.int64)

@@ -17,6 +17,19 @@ makes its own helper threads.
 Example:
     >>> in_parts(4, 0, lambda lo, hi: (lo, hi))  # too small to split: one part
     [(0, 4)]
+
+NOTE [ Accumulating GEMM ]
+``Gemm(a, b, c)`` computes ``c = a @ b + beta * c`` for 2-D float32 or float64 views whose
+rows or columns are unit-strided, through NumPy's own OpenBLAS's ``cblas_?gemm`` (ILP64, as
+NumPy bundles it), called with ctypes (which releases the GIL). NumPy's matmul cannot add into
+its output: a product into scratch plus ``c += scratch`` is one more pass over ``c``. Strided
+views (the row-shifted windows of NOTE [ Row-shifted convolution ] in memgrad/ops/conv.py) go
+to BLAS as they lie, their row stride as the leading dimension. A ``Gemm`` checks one
+product's layout once and is then called with byte offsets into its operands, once per
+sample and kernel row: building and checking views per call cost about three times the
+ctypes call itself (some 30 against 10 microseconds, next to about 100 for the 32x96x1024
+product of the W3 benchmark). Without that OpenBLAS, or for other dtypes or layouts, it
+computes the same with NumPy.
 """
 
 from __future__ import annotations
@@ -31,32 +44,53 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PARTS_MIN_MACS", "Parts", "in_parts"]
+__all__ = ["PARTS_MIN_MACS", "Parts", "in_parts", "Gemm"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
 PARTS_MIN_MACS = 1 << 23
 
 
-def _find_set_local() -> Any:
-    """``openblas_set_num_threads_local`` of NumPy's bundled OpenBLAS (the calling thread's
-    BLAS thread count, returning the previous one), or None."""
+def _openblas_symbol(*names: str) -> Any:
+    """The first of ``names`` that NumPy's bundled OpenBLAS exports, or None."""
     here = os.path.dirname(np.__file__)
     for path in glob.glob(here + ".libs/*openblas*") + glob.glob(here + "/.dylibs/*openblas*"):
         try:
-            fn = getattr(ctypes.CDLL(path), "openblas_set_num_threads_local", None)
+            lib = ctypes.CDLL(path)
         except OSError:
             continue
-        if fn is not None:
-            fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
-            return fn
+        for name in names:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                return fn
     return None
+
+
+def _find_set_local() -> Any:
+    """``openblas_set_num_threads_local`` of NumPy's bundled OpenBLAS (the calling thread's
+    BLAS thread count, returning the previous one), or None."""
+    fn = _openblas_symbol("openblas_set_num_threads_local")
+    if fn is not None:
+        fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+    return fn
+
+
+def _find_gemm(letter: str, scalar: Any) -> Any:
+    """``cblas_<letter>gemm`` of NumPy's bundled OpenBLAS with 64-bit integers, or None."""
+    fn = _openblas_symbol(f"scipy_cblas_{letter}gemm64_", f"cblas_{letter}gemm64_")
+    if fn is not None:
+        i64, ptr, enum = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+        fn.argtypes = [enum, enum, enum, i64, i64, i64, scalar, ptr, i64, ptr, i64, scalar,
+                       ptr, i64]
+        fn.restype = None
+    return fn
 
 
 class Parts:
     """The helper threads of ``in_parts``, made on first use."""
 
     set_local: object = False  # not looked up yet
+    gemms: dict | None = None  # dtype -> cblas_?gemm or None, looked up on first use
     pool: ThreadPoolExecutor | None = None
     size = 0
     lock = threading.Lock()  # two threads' first ops make one pool
@@ -109,3 +143,84 @@ def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
         return [first, *rest]
     finally:
         set_local(threads)
+
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+def _operand(a: np.ndarray) -> tuple[int, int] | None:
+    """``(transpose flag, leading dimension)`` of a 2-D view as a row-major BLAS operand, or
+    None when neither its rows nor its columns are unit-strided."""
+    rows, cols = a.shape
+    s0, s1 = (s // a.itemsize for s in a.strides)
+    if a.strides[0] % a.itemsize or a.strides[1] % a.itemsize:
+        return None
+    if (s1 == 1 or cols == 1) and (rows == 1 or s0 >= max(cols, 1)):
+        return _NO_TRANS, max(s0, cols, 1)
+    if (s0 == 1 or rows == 1) and (cols == 1 or s1 >= max(rows, 1)):
+        return _TRANS, max(s1, rows, 1)
+    return None
+
+
+class Gemm:
+    """``c = a @ b + beta * c`` over views at byte offsets from fixed 2-D operands: one
+    product's layout (shapes, strides, dtype) checked once, then called per sample without
+    building views (NOTE [ Accumulating GEMM ]). With ``beta`` 0, ``c``'s old contents are
+    ignored (NaN included).
+
+    Example:
+        >>> a, b, c = np.eye(2), np.full((2, 4), 3.0), np.ones((2, 4))
+        >>> g = Gemm(a, b[:, :2], c[:, :2])  # the left and right halves, in two calls
+        >>> g(0, 0, 0, 1.0); g(0, 16, 16, 0.0)
+        >>> c
+        array([[4., 4., 3., 3.],
+               [4., 4., 3., 3.]])
+    """
+
+    __slots__ = ("fn", "head", "ptrs", "lds", "views")
+
+    def __init__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        if Parts.gemms is None:
+            Parts.gemms = {np.dtype(np.float32): _find_gemm("s", ctypes.c_float),
+                           np.dtype(np.float64): _find_gemm("d", ctypes.c_double)}
+        fn = Parts.gemms.get(c.dtype)
+        m, k = a.shape
+        n = b.shape[1]
+        ops = (_operand(a), _operand(b), _operand(c)) if fn is not None else (None,)
+        if None in ops or a.dtype != c.dtype or b.dtype != c.dtype or ops[2][0] != _NO_TRANS \
+                or 0 in (m, n, k):
+            self.fn = None
+            self.views = (a, b, c)
+            return
+        (ta, lda), (tb, ldb), (_, ldc) = ops
+        self.fn = fn
+        self.head = (_ROW_MAJOR, ta, tb, m, n, k, 1.0)
+        self.ptrs = (a.ctypes.data, b.ctypes.data, c.ctypes.data)
+        self.lds = (lda, ldb, ldc)
+        self.views = (a, b, c)  # kept alive for the pointers
+
+    def __call__(self, da: int, db: int, dc: int, beta: float) -> None:
+        if self.fn is not None:
+            pa, pb, pc = self.ptrs
+            lda, ldb, ldc = self.lds
+            self.fn(*self.head, pa + da, lda, pb + db, ldb, beta, pc + dc, ldc)
+            return
+        a, b, c = (_shifted(v, d) for v, d in zip(self.views, (da, db, dc)))
+        if beta == 0:
+            np.matmul(a, b, out=c)
+        else:
+            if beta != 1:
+                c *= beta
+            c += a @ b
+
+
+def _shifted(view: np.ndarray, offset: int) -> np.ndarray:
+    """The view of ``view``'s shape and strides ``offset`` bytes further into its base."""
+    if offset == 0:
+        return view
+    base = view
+    while base.base is not None:
+        base = base.base
+    start = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return np.ndarray(view.shape, view.dtype, buffer=base, offset=start + offset,
+                      strides=view.strides)

@@ -1,12 +1,19 @@
-"""im2col and col2im against their NumPy references, over drawn shapes, strides, paddings,
-dilations and dtypes."""
+"""im2col, col2im and im2row against their NumPy references, over drawn shapes, strides,
+paddings, dilations and dtypes."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memgrad._kernels.conv import col2im, col2im_reference, im2col, im2col_reference
+from memgrad._kernels.conv import (
+    col2im,
+    col2im_reference,
+    im2col,
+    im2col_reference,
+    im2row,
+    im2row_reference,
+)
 
 
 @st.composite
@@ -86,3 +93,43 @@ def test_col2im_sums_overlapping_patches():
     # how many 3x3 windows (padding 1) cover each position
     np.testing.assert_array_equal(out[0, 0], [[4, 6, 4], [6, 9, 6], [4, 6, 4]])
 
+
+
+@settings(max_examples=40, deadline=None)
+@given(geo=geometries(), dtype=st.sampled_from([np.float32, np.float64]),
+       seed=st.integers(0, 2**32 - 1))
+def test_im2row_matches_numpy(geo, dtype, seed):
+    shape, (_, kw), (_, sw), (ph, pw), (_, dw), (_, ow) = geo
+    x = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    rows = np.full((shape[0], shape[1], kw, shape[2] + 2 * ph, ow), np.nan, dtype=dtype)
+    got = im2row(x, rows, sw, ph, pw, dw)
+    assert got is rows and got.dtype == dtype
+    np.testing.assert_array_equal(got, im2row_reference(x, kw, ow, sw, ph, pw, dw))
+
+
+def test_im2row_windows_are_the_columns_of_each_kernel_row():
+    """Kernel row ki's window of the rows, from ki*dh*OW, is im2col's columns for that row
+    (NOTE [ Row-shifted convolution ])."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 6, 7))
+    kh, kw, ph, pw, dh, dw = 3, 2, 1, 2, 2, 1
+    oh, ow = 6 + 2 * ph - dh * (kh - 1), 7 + 2 * pw - dw * (kw - 1)
+    rows = im2row(x, np.empty((2, 3, kw, 6 + 2 * ph, ow)), 1, ph, pw, dw).reshape(2, 3, kw, -1)
+    col = im2col_reference(x, kh, kw, 1, 1, ph, pw, dh, dw)  # (C, KH, KW, N, OH, OW)
+    for ki in range(kh):
+        window = rows[..., ki * dh * ow : ki * dh * ow + oh * ow]
+        np.testing.assert_array_equal(window, col[:, ki].transpose(2, 0, 1, 3, 4)
+                                      .reshape(2, 3, kw, oh * ow))
+
+
+@pytest.mark.parametrize("rows_shape, args, match", [
+    ((1, 2, 2, 5, 3), (1, 1, 0, 1), "rows must be"),  # 2 channels for x's 1
+    ((1, 1, 2, 4, 3), (1, 1, 0, 1), "rows must be"),  # 4 padded rows, not 3 + 2
+    ((1, 1, 2, 5, 4), (1, 1, 0, 1), "reaches past"),  # OW 4 with kw 2 over width 4
+    ((1, 1, 2, 5, 3), (0, 1, 0, 1), "positive"),
+])
+def test_im2row_checks_its_shapes_first(rows_shape, args, match):
+    rows = np.full(rows_shape, 7.0)
+    with pytest.raises(ValueError, match=match):
+        im2row(np.zeros((1, 1, 3, 4)), rows, *args)
+    assert (rows == 7.0).all()  # nothing written

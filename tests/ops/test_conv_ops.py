@@ -78,6 +78,7 @@ CONV_CASES = [
     ((2, 3, 5, 5), (3, 1, 3, 3), 3, 1, 1, 3),
     ((1, 3, 4, 4), (2, 3, 1, 1), 1, 0, 1, 1),
     ((1, 1, 3, 3), (1, 1, 3, 3), 1, 0, 1, 1),
+    ((2, 2, 6, 9), (3, 2, 2, 3), (1, 2), (2, 1), (2, 2), 1),  # row-shifted, stride 2 across
 ]
 
 
@@ -122,6 +123,11 @@ CHECK_CASES = [
     ((1, 2, 6, 5), (2, 2, 2, 3), (2, 1), (0, 1), (1, 2), 1, True),
     ((2, 4, 4, 4), (4, 2, 3, 2), 2, 1, 1, 2, False),
     ((1, 1, 7, 7), (2, 1, 3, 3), 3, 2, 2, 1, True),  # rows the stride never reaches
+    # row-shifted forward and weight gradient (NOTE [ Row-shifted convolution ]) with a
+    # stride across, so the input gradient takes the columns
+    ((2, 2, 5, 6), (3, 2, 3, 2), (1, 2), (1, 2), (2, 1), 1, True),
+    ((1, 2, 4, 4), (2, 2, 1, 1), 1, 1, 1, 1, True),  # padding past the kernel: col2im
+    ((2, 3, 6, 5), (2, 3, 2, 3), 1, (1, 0), (2, 1), 1, False),  # dilated, flipped kernel
 ]
 
 
@@ -513,4 +519,74 @@ def test_conv2d_batch_parts_in_a_forked_child(monkeypatch):
             proc.kill()
     assert proc.exitcode == 0
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    parts_mod.Parts.pool.shutdown()
+
+
+def _no_columns(*args):
+    raise AssertionError("im2col or col2im ran")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("backend", ["cblas", "numpy"])
+def test_stride_one_convolution_builds_no_columns(monkeypatch, dtype, backend):
+    """A stride-1 convolution, its input and its weight gradient take the row-shifted path
+    (NOTE [ Row-shifted convolution ]): no im2col or col2im, values and gradients those of
+    the direct sum, through OpenBLAS and with NumPy's matmul instead."""
+    from memgrad._kernels import conv as kernels
+
+    if backend == "numpy":
+        monkeypatch.setattr(parts_mod.Parts, "gemms", {})
+    monkeypatch.setattr(kernels, "im2col", _no_columns)
+    monkeypatch.setattr(kernels, "col2im", _no_columns)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 4, 7, 6))
+    w, b = rng.standard_normal((5, 4, 3, 3)), rng.standard_normal(5)
+    xt, wt, bt = (mg.tensor(a.astype(dtype), requires_grad=True) for a in (x, w, b))
+    out = conv2d(xt, wt, bt, padding=1)
+    g = rng.standard_normal(out.shape)
+    out.backward(mg.tensor(g.astype(dtype)))
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out.numpy(), np_conv2d(x, w, b, padding=1), rtol=tol, atol=tol)
+    gx, gw = _conv_grads_numpy(x, w, g, padding=1)
+    np.testing.assert_allclose(xt.grad.numpy(), gx, rtol=tol, atol=tol)
+    np.testing.assert_allclose(wt.grad.numpy(), gw, rtol=tol, atol=tol)
+    np.testing.assert_allclose(bt.grad.numpy(), g.sum(axis=(0, 2, 3)), rtol=tol, atol=tol)
+    assert out.dtype == xt.grad.dtype == wt.grad.dtype == dtype
+
+
+def _conv_grads_numpy(x, w, g, padding):
+    """The input and weight gradients of a stride-1 conv2d by direct sums: each output
+    position's g times its window."""
+    n, c, h, wd = x.shape
+    co, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    gxp, gw = np.zeros_like(xp), np.zeros_like(w)
+    for i in range(g.shape[2]):
+        for j in range(g.shape[3]):
+            win = xp[:, :, i:i + kh, j:j + kw]
+            gw += np.einsum("no,nchw->ochw", g[:, :, i, j], win)
+            gxp[:, :, i:i + kh, j:j + kw] += np.einsum("no,ochw->nchw", g[:, :, i, j], w)
+    return gxp[:, :, padding:padding + h, padding:padding + wd], gw
+
+
+def test_row_shifted_convolution_in_batch_parts(monkeypatch):
+    """The row-shifted path split over helper threads, one sample per chunk: the values and
+    gradients of one part."""
+    rng = np.random.default_rng(12)
+    arrays = [rng.standard_normal((5, 3, 6, 6)), rng.standard_normal((4, 3, 3, 3)),
+              rng.standard_normal(4)]
+    params = dict(padding=1)
+    monkeypatch.setattr(parts_mod.Parts, "set_local", None)
+    whole = _conv_values_and_grads(arrays, **params)
+    calls = []
+    monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
+    monkeypatch.setattr(parts_mod.Parts, "pool", None)
+    monkeypatch.setattr(parts_mod.Parts, "size", 0)
+    monkeypatch.setattr(conv_ops, "_CHUNK_BYTES", 1)
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    parts = _conv_values_and_grads(arrays, **params)
+    for got, want in zip(parts, whole):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(parts[0], np_conv2d(*arrays, **params), rtol=1e-12, atol=1e-12)
+    assert any(name.startswith("memgrad-parts") for name, _ in calls)
     parts_mod.Parts.pool.shutdown()

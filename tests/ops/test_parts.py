@@ -1,6 +1,7 @@
 """Batched matrix products in parts of the batch (NOTE [ Batch parts ]): with a stand-in
 BLAS thread count, each part runs on its own thread with one BLAS thread, and values and
-gradients are those of NumPy's matmul."""
+gradients are those of NumPy's matmul. ``Gemm`` (NOTE [ Accumulating GEMM ]) against NumPy,
+through OpenBLAS and without it."""
 
 from __future__ import annotations
 
@@ -76,3 +77,49 @@ def test_small_or_broadcast_products_stay_on_the_calling_thread(monkeypatch):
     np.testing.assert_allclose((mg.tensor(small) @ mg.tensor(small)).numpy(), small @ small,
                                rtol=1e-13)
     assert calls == []
+
+
+@pytest.fixture(params=["cblas", "numpy"])
+def gemm_backend(request, monkeypatch):
+    """Gemm through OpenBLAS's cblas_?gemm, and with that lookup failed (NumPy instead)."""
+    if request.param == "numpy":
+        monkeypatch.setattr(parts_mod.Parts, "gemms", {})
+    else:
+        parts_mod.Gemm(np.eye(1), np.eye(1), np.eye(1))  # looks the functions up
+        if parts_mod.Parts.gemms.get(np.dtype(np.float64)) is None:
+            pytest.skip("NumPy's BLAS is not an OpenBLAS with cblas_dgemm64_")
+    return request.param
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("beta", [0.0, 1.0, 0.5])
+def test_gemm_on_strided_and_transposed_views_at_offsets(gemm_backend, dtype, beta):
+    rng = np.random.default_rng(4)
+    base_a = rng.standard_normal((3, 5, 9)).astype(dtype)  # windows of rows, as im2row's
+    base_b = rng.standard_normal((3, 6, 4)).astype(dtype)  # used transposed
+    c0 = rng.standard_normal((2, 5, 6)).astype(dtype)
+    c = c0.copy()
+    if beta == 0:
+        c[1] = np.nan  # ignored, as BLAS ignores C when beta is 0
+    product = parts_mod.Gemm(base_a[0, :, :4], base_b[0].T, c[0])
+    item = np.dtype(dtype).itemsize
+    for i, (ai, shift, bi) in enumerate([(1, 3, 2), (2, 5, 0)]):
+        product(ai * base_a.strides[0] + shift * item, bi * base_b.strides[0],
+                i * c.strides[0], beta)
+        want = base_a[ai, :, shift:shift + 4] @ base_b[bi].T + (beta * c0[i] if beta else 0)
+        tol = 1e-5 if dtype == np.float32 else 1e-13
+        np.testing.assert_allclose(c[i], want, rtol=tol, atol=tol)
+
+
+def test_gemm_takes_numpy_for_other_dtypes_and_layouts():
+    rng = np.random.default_rng(5)
+    a16 = rng.standard_normal((3, 4)).astype(np.float16)
+    b16 = rng.standard_normal((4, 2)).astype(np.float16)
+    c16 = np.full((3, 2), np.nan, np.float16)
+    parts_mod.Gemm(a16, b16, c16)(0, 0, 0, 0.0)
+    np.testing.assert_allclose(c16, a16.astype(np.float64) @ b16, rtol=1e-2, atol=1e-2)
+    a = rng.standard_normal((6, 8))
+    view = a[::2, ::2]  # neither rows nor columns unit-strided
+    c = np.ones((3, 3))
+    parts_mod.Gemm(view[:, :3], view[:, 1:], c)(0, 0, 0, 1.0)
+    np.testing.assert_allclose(c, 1 + view[:, :3] @ view[:, 1:], rtol=1e-13)
