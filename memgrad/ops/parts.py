@@ -177,13 +177,14 @@ class Gemm:
                [4., 4., 3., 3.]])
     """
 
-    __slots__ = ("fn", "head", "ptrs", "lds", "views")
+    __slots__ = ("fn", "head", "ptrs", "lds", "views", "bounds")
 
     def __init__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         if Parts.gemms is None:
             Parts.gemms = {np.dtype(np.float32): _find_gemm("s", ctypes.c_float),
                            np.dtype(np.float64): _find_gemm("d", ctypes.c_double)}
         fn = Parts.gemms.get(c.dtype)
+        self.bounds = tuple(_offset_range(v) for v in (a, b, c))
         m, k = a.shape
         n = b.shape[1]
         ops = (_operand(a), _operand(b), _operand(c)) if fn is not None else (None,)
@@ -200,6 +201,13 @@ class Gemm:
         self.views = (a, b, c)  # kept alive for the pointers
 
     def __call__(self, da: int, db: int, dc: int, beta: float) -> None:
+        (alo, ahi), (blo, bhi), (clo, chi) = self.bounds
+        if not (alo <= da <= ahi and blo <= db <= bhi and clo <= dc <= chi):
+            raise IndexError(
+                f"Gemm: byte offsets ({da}, {db}, {dc}) move the operands outside their "
+                f"buffers (allowed ranges {self.bounds}); the offsets must keep each view "
+                "inside the array it was made from"
+            )
         if self.fn is not None:
             pa, pb, pc = self.ptrs
             lda, ldb, ldc = self.lds
@@ -212,6 +220,18 @@ class Gemm:
             if beta != 1:
                 c *= beta
             c += a @ b
+
+
+def _offset_range(view: np.ndarray) -> tuple[int, int]:
+    """The byte offsets ``d`` (multiples of the item size) for which ``view`` moved ``d``
+    bytes further into its base array stays inside it."""
+    base = view
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    start = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    low = sum((n - 1) * s for n, s in zip(view.shape, view.strides) if s < 0 and n > 0)
+    high = sum((n - 1) * s for n, s in zip(view.shape, view.strides) if s > 0 and n > 0)
+    return -(start + low), base.nbytes - view.itemsize - (start + high)
 
 
 def _shifted(view: np.ndarray, offset: int) -> np.ndarray:

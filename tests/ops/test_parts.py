@@ -123,3 +123,18 @@ def test_gemm_takes_numpy_for_other_dtypes_and_layouts():
     c = np.ones((3, 3))
     parts_mod.Gemm(view[:, :3], view[:, 1:], c)(0, 0, 0, 1.0)
     np.testing.assert_allclose(c, 1 + view[:, :3] @ view[:, 1:], rtol=1e-13)
+
+
+def test_gemm_refuses_offsets_that_leave_the_operands_buffers(gemm_backend):
+    base_a = np.ones((3, 5, 9))
+    base_b = np.ones((3, 6, 4))
+    c = np.zeros((2, 5, 6))
+    product = parts_mod.Gemm(base_a[0, :, :4], base_b[0].T, c[0])
+    last_a = 2 * base_a.strides[0] + 5 * 8  # the last window that fits: columns 5..8
+    product(last_a, 2 * base_b.strides[0], c.strides[0], 0.0)
+    np.testing.assert_array_equal(c[1], np.full((5, 6), 4.0))
+    for offsets in [(last_a + 8, 0, 0), (0, 3 * base_b.strides[0], 0), (0, 0, 2 * c.strides[0]),
+                    (-8, 0, 0)]:
+        with pytest.raises(IndexError, match="outside their buffers"):
+            product(*offsets, 0.0)
+    np.testing.assert_array_equal(c[0], np.zeros((5, 6)))  # nothing written
