@@ -46,16 +46,21 @@ def _batched(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     every core (NOTE [ Batch parts ]), as attention's per-head products."""
     b = math.prod(x.shape[:-2])
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
-    if b < 2 or b * m * k * n < parts.PARTS_MIN_MACS:
+    macs = b * m * k * n
+    if b < 2 or macs < parts.PARTS_MIN_MACS:
         return np.matmul(x, y)
-    xb, yb = x.reshape(b, m, k), y.reshape(b, k, n)
     out = np.empty(x.shape[:-2] + (m, n), dtype=np.result_type(x, y))
-    rows = out.reshape(b, m, n)
+    if x.shape[0] >= 8:
+        # parts of the first batch dimension: slices of strided operands (attention's
+        # heads, transposed views) stay views, where flattening the batch would copy them
+        b, xb, yb, rows = x.shape[0], x, y, out
+    else:
+        xb, yb, rows = x.reshape(b, m, k), y.reshape(b, k, n), out.reshape(b, m, n)
 
     def work(lo: int, hi: int) -> None:
         np.matmul(xb[lo:hi], yb[lo:hi], out=rows[lo:hi])
 
-    parts.in_parts(b, b * m * k * n, work)
+    parts.in_parts(b, macs, work)
     return out
 
 

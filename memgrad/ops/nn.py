@@ -27,7 +27,14 @@ from typing import Any
 import numpy as np
 
 from memgrad.errors import ShapeError
-from memgrad.ops.elementwise import clamp, exp, flat_kernel, sigmoid, tanh, where
+from memgrad.ops.elementwise import (
+    clamp,
+    exp,
+    flat_kernel_in_parts,
+    sigmoid,
+    tanh,
+    where,
+)
 from memgrad.ops.elementwise import relu as _relu
 from memgrad.ops.inplace import _inplace, relu_
 from memgrad.ops.movement import index_scatter
@@ -151,13 +158,15 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 _K = math.sqrt(2 / math.pi)
 _C = 0.044715
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+_GELU_COST = 64  # an element of the GELU kernels, in multiply-adds (for flat_kernel_in_parts)
 
 
 @primitive("gelu", saves={"x": (0,)})
 def _gelu(x, *, approximate):
     from memgrad._kernels import activation
 
-    return flat_kernel(activation.gelu_tanh if approximate == "tanh" else activation.gelu, x)
+    kernel = activation.gelu_tanh_into if approximate == "tanh" else activation.gelu_into
+    return flat_kernel_in_parts(kernel, _GELU_COST, x)
 
 
 @_gelu.vjp
@@ -170,8 +179,9 @@ def gelu_backward(g, x, *, approximate):
     """``g * gelu'(x)`` in one op; itself differentiable."""
     from memgrad._kernels import activation
 
-    kernel = activation.gelu_tanh_backward if approximate == "tanh" else activation.gelu_backward
-    return flat_kernel(kernel, g, x)
+    kernel = (activation.gelu_tanh_backward_into if approximate == "tanh"
+              else activation.gelu_backward_into)
+    return flat_kernel_in_parts(kernel, _GELU_COST, g, x)
 
 
 @gelu_backward.vjp

@@ -76,3 +76,35 @@ def test_small_or_broadcast_products_stay_on_the_calling_thread(monkeypatch):
     np.testing.assert_allclose((mg.tensor(small) @ mg.tensor(small)).numpy(), small @ small,
                                rtol=1e-13)
     assert calls == []
+
+
+def test_strided_heads_in_parts_of_the_first_batch_dimension(two_threads):
+    # (batch, heads, seq, head_dim) views of one (batch, seq, heads * head_dim) array, as
+    # attention makes them: split over the batch without a copy, values as NumPy's
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((9, 6, 2, 4))
+    q = mg.tensor(a, requires_grad=True).transpose(1, 2)
+    out = q @ q.mT
+    want = np.swapaxes(a, 1, 2) @ np.swapaxes(np.swapaxes(a, 1, 2), -1, -2)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-13, atol=1e-13)
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_kernels_in_parts_equal_one_call(two_threads, approximate):
+    from memgrad._kernels import activation
+
+    rng = np.random.default_rng(4)
+    x, g = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal((5, 7))
+    t = mg.tensor(x, requires_grad=True)
+    y = mg.nn.functional.gelu(t, approximate=approximate)
+    y.backward(mg.tensor(g.astype(np.float32)))
+    tanh = approximate == "tanh"
+    fwd = (activation.gelu_tanh if tanh else activation.gelu)(x.reshape(-1))
+    bwd = (activation.gelu_tanh_backward if tanh else activation.gelu_backward)(
+        g.astype(np.float32).reshape(-1), x.reshape(-1))
+    np.testing.assert_array_equal(y.numpy().reshape(-1), fwd)
+    np.testing.assert_array_equal(t.grad.numpy().reshape(-1), bwd)
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
