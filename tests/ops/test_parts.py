@@ -108,3 +108,46 @@ def test_gelu_kernels_in_parts_equal_one_call(two_threads, approximate):
     np.testing.assert_array_equal(t.grad.numpy().reshape(-1), bwd)
     helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
     assert helpers, "no part ran on a helper thread"
+
+
+def test_layer_norm_in_parts_equals_one_kernel_call(two_threads):
+    # parts of whole rows (forward, input gradient) and of whole 64-row chunks (the weight
+    # gradient, its chunk sums added in order after): bitwise the kernels' one-call results
+    from memgrad._kernels import norm
+
+    rng = np.random.default_rng(5)
+    x = (3 * rng.standard_normal((2, 100, 6)) + 1).astype(np.float32)
+    g = rng.standard_normal((2, 100, 6)).astype(np.float32)
+    w, b = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    xt, wt, bt = (mg.tensor(a, requires_grad=True) for a in (x, w, b))
+    y = mg.nn.functional.layer_norm(xt, 6, wt, bt)
+    y.backward(mg.tensor(g))
+    x2, g2 = x.reshape(200, 6), g.reshape(200, 6)
+    np.testing.assert_array_equal(y.numpy().reshape(200, 6),
+                                  norm.layer_norm_forward(x2, w, b, 1e-5))
+    np.testing.assert_array_equal(xt.grad.numpy().reshape(200, 6),
+                                  norm.layer_norm_backward(g2, x2, w, 1e-5))
+    np.testing.assert_array_equal(wt.grad.numpy(), norm.layer_norm_weight_grad(g2, x2, 1e-5))
+    np.testing.assert_allclose(wt.grad.numpy(),
+                               norm.layer_norm_weight_grad_reference(g2, x2, 1e-5), rtol=1e-5)
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_softmax_in_parts_of_whole_matrices(two_threads, causal):
+    from memgrad._kernels import softmax
+    from memgrad.ops.nn import _attention_softmax
+
+    rng = np.random.default_rng(6)
+    s = rng.standard_normal((3, 2, 5, 5)).astype(np.float32)
+    g = rng.standard_normal((3, 2, 5, 5)).astype(np.float32)
+    st = mg.tensor(s, requires_grad=True)
+    y = _attention_softmax(st, scale=0.5, causal=causal)
+    y.backward(mg.tensor(g))
+    want = softmax.scaled_softmax_forward(s.reshape(30, 5), 0.5, 5 if causal else 0)
+    np.testing.assert_array_equal(y.numpy().reshape(30, 5), want)
+    np.testing.assert_array_equal(st.grad.numpy().reshape(30, 5),
+                                  softmax.scaled_softmax_backward(g.reshape(30, 5), want, 0.5))
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
