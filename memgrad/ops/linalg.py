@@ -64,6 +64,14 @@ def _batched(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
+def _transposed(t: Any) -> bool:
+    """Whether ``t`` is a saved tensor whose last two dims are a transposed matrix."""
+    if not isinstance(t, Tensor) or t.ndim < 2:
+        return False
+    strides, size = t._data.strides, t._data.itemsize
+    return strides[-2] == size and strides[-1] != size and t.shape[-2] > 1
+
+
 @matmul.vjp
 def _(g, out, needs, x, y):
     # NumPy's rules: a 1-D left operand is a row (k,) -> (1, k), a 1-D right operand a
@@ -85,7 +93,9 @@ def _(g, out, needs, x, y):
             gx = gx.sum_to(x.shape)
     if needs[1]:
         xx = x.unsqueeze(0) if x1 else x
-        gy = xx.mT @ g
+        # a transposed y (attention's key.mT) gets its gradient in its own layout, so that
+        # the gradient reaches the key untransposed (no strided copy there)
+        gy = (g.mT @ xx).mT if _transposed(y) else xx.mT @ g
         if y1:
             gy = gy.squeeze(-1)
         if gy.shape != y.shape:

@@ -151,3 +151,20 @@ def test_attention_softmax_in_parts_of_whole_matrices(two_threads, causal):
                                   softmax.scaled_softmax_backward(g.reshape(30, 5), want, 0.5))
     helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
     assert helpers, "no part ran on a helper thread"
+
+
+def test_the_gradient_of_a_transposed_right_operand_comes_in_its_own_layout():
+    # scores = q @ k.mT: k's gradient is computed as (g.mT @ q).mT, so that it reaches k
+    # untransposed; values as NumPy's
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((2, 5, 3, 4)), rng.standard_normal((2, 5, 3, 4))
+    g = rng.standard_normal((2, 3, 5, 5))
+    q, k = mg.tensor(a, requires_grad=True), mg.tensor(b, requires_grad=True)
+    (q.transpose(1, 2) @ k.transpose(1, 2).mT).backward(mg.tensor(g))
+    qa, kb = np.swapaxes(a, 1, 2), np.swapaxes(b, 1, 2)
+    np.testing.assert_allclose(q.grad.numpy(), np.swapaxes(g @ kb, 1, 2), rtol=1e-13)
+    np.testing.assert_allclose(k.grad.numpy(), np.swapaxes(np.swapaxes(g, -1, -2) @ qa, 1, 2),
+                               rtol=1e-13)
+    y = mg.tensor(b[0, 0], requires_grad=True)
+    (mg.tensor(a[0, 0]) @ y.mT).backward(mg.tensor(g[0, 0, :3, :3]))
+    np.testing.assert_allclose(y.grad.numpy(), g[0, 0, :3, :3].T @ a[0, 0], rtol=1e-13)
