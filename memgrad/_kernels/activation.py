@@ -2,8 +2,8 @@
 tanh approximation, sigmoid forward and backward, and relu's backward.
 
 All kernels take flat contiguous float32 or float64 arrays and return a new array of the
-same dtype; the GELU kernels' ``*_into`` forms write into a given ``out`` of the input's
-shape instead (so that the parts of one array can be computed on several threads).
+same dtype; the GELU and relu kernels' ``*_into`` forms write into a given ``out`` of the
+input's shape instead (so that the parts of one array can be computed on several threads).
 Arithmetic runs in float64 whatever the input dtype, so a float32 result is the float64
 result rounded once. Each kernel has a NumPy reference next to it
 (``*_reference``), the formula written the plain way, which the tests compare it against.
@@ -43,6 +43,7 @@ __all__ = [
     "gelu_backward_into",
     "gelu_tanh_into",
     "gelu_tanh_backward_into",
+    "relu_backward_into",
     "sigmoid",
     "sigmoid_backward",
     "relu_backward",
@@ -254,12 +255,21 @@ def sigmoid_backward(g, y):
 
 
 @njit(cache=True, nogil=True)
-def relu_backward(g, y):
-    """``g * (y > 0)``: the gradient of ``y = relu(x)`` times ``g``, in one pass (the
+def relu_backward_into(g, y, out):
+    """``out = g * (y > 0)``: the gradient of ``y = relu(x)`` times ``g``, in one pass (the
     multiply keeps NumPy's ``nan * 0 = nan``)."""
-    out = np.empty_like(g)
+    _check_out(y, g)
+    _check_out(y, out)
     for i in range(g.shape[0]):
         out[i] = g[i] * (1.0 if y[i] > 0 else 0.0)
+
+
+@njit(cache=True, nogil=True)
+def relu_backward(g, y):
+    """``g * (y > 0)``: the gradient of ``y = relu(x)`` times ``g`` (see
+    ``relu_backward_into``)."""
+    out = np.empty_like(g)
+    relu_backward_into(g, y, out)
     return out
 
 

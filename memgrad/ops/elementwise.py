@@ -49,6 +49,11 @@ __all__ = [
 ]
 
 
+# an element of relu's backward kernel in multiply-adds (for flat_kernel_in_parts): memory
+# bound, about 40 of the BLAS's multiply-adds in time
+_RELU_COST = 40
+
+
 def _kernel_dtype(a) -> bool:
     return isinstance(a, np.ndarray) and a.dtype in (np.float32, np.float64)
 
@@ -312,7 +317,7 @@ def relu_backward(g, y):
     if _kernel_dtype(g) and _kernel_dtype(y) and np.shape(g) == np.shape(y):
         from memgrad._kernels import activation
 
-        return flat_kernel(activation.relu_backward, g, y)
+        return flat_kernel_in_parts(activation.relu_backward_into, _RELU_COST, g, y)
     # a multiply by the mask: several times faster than np.where with a scalar
     return g * (y > 0)
 

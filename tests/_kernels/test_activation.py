@@ -154,11 +154,14 @@ def test_gelu_into_kernels_fill_out_and_reject_an_out_of_another_shape():
     out = np.empty_like(x)
     A.gelu_tanh_into(x, out)
     np.testing.assert_array_equal(out, A.gelu_tanh(x))
+    A.relu_backward_into(g, x, out)
+    np.testing.assert_array_equal(out, A.relu_backward_reference(g, x))
     A.gelu_backward_into(g, x, out)
     _close(out, A.gelu_backward_reference(g.astype(np.float64), x.astype(np.float64)),
            np.float32)
     for call in (lambda: A.gelu_into(x, out[:49]), lambda: A.gelu_tanh_into(x, out[:49]),
                  lambda: A.gelu_backward_into(g[:49], x, out),
-                 lambda: A.gelu_tanh_backward_into(g, x, out[:49])):
+                 lambda: A.gelu_tanh_backward_into(g, x, out[:49]),
+                 lambda: A.relu_backward_into(g, x, out[:49])):
         with pytest.raises(ValueError, match="out must have the input's shape"):
             call()

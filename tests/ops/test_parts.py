@@ -168,3 +168,18 @@ def test_the_gradient_of_a_transposed_right_operand_comes_in_its_own_layout():
     y = mg.tensor(b[0, 0], requires_grad=True)
     (mg.tensor(a[0, 0]) @ y.mT).backward(mg.tensor(g[0, 0, :3, :3]))
     np.testing.assert_allclose(y.grad.numpy(), g[0, 0, :3, :3].T @ a[0, 0], rtol=1e-13)
+
+
+def test_relu_backward_in_parts_equals_one_kernel_call(two_threads):
+    from memgrad._kernels import activation
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    g = rng.standard_normal((6, 5)).astype(np.float32)
+    t = mg.tensor(x, requires_grad=True)
+    mg.relu(t).backward(mg.tensor(g))
+    np.testing.assert_array_equal(t.grad.numpy(), g * (x > 0))
+    want = activation.relu_backward(g.reshape(-1), np.maximum(x, 0).reshape(-1))
+    np.testing.assert_array_equal(t.grad.numpy().reshape(-1), want)
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
