@@ -72,11 +72,11 @@ def flat_kernel(kernel, *arrays: np.ndarray) -> np.ndarray:
 
 def flat_kernel_in_parts(kernel_into, cost: int, *arrays: np.ndarray) -> np.ndarray:
     """``flat_kernel`` for a kernel that writes into its last argument (flat arrays in, a
-    flat ``out``): the elements are split into contiguous parts, one per BLAS thread, the
-    kernels (which release the GIL) run on them at once (NOTE [ Batch parts ] in
-    ops/parts.py). ``cost`` is one element's work in multiply-adds, so that small arrays
-    stay on the calling thread. Each element is computed as by one call, so the result
-    does not depend on the split."""
+    flat ``out``): the elements are split into contiguous parts, one per BLAS thread, and
+    the kernels (which release the GIL) run on them at once (NOTE [ Row parts ] in
+    ops/nn.py). ``cost`` is one element's work in multiply-adds, so that small arrays stay
+    on the calling thread. Each element is computed as by one call, so the result does not
+    depend on the split."""
     shape = arrays[0].shape
     for a in arrays[1:]:
         if a.shape != shape:

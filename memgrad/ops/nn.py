@@ -78,6 +78,19 @@ def _check_float(input: Tensor, api: str) -> None:
         )
 
 
+# NOTE [ Row parts ]
+# The kernels stay serial (NOTE [ Serial kernels ] in ops/conv.py); the transformer's
+# kernel-backed primitives (gelu and gelu_backward, layer_norm and its two backward
+# primitives, attention_softmax and its backward) and relu_backward run them on contiguous
+# parts of their rows or elements instead, one part per BLAS thread with the helper
+# threads of ``in_parts`` (NOTE [ Batch parts ] in ops/parts.py), each kernel writing its
+# part of one output (``*_into`` kernels): PyTorch runs these ops on every core, and at
+# W2's sizes they are several milliseconds each, long against the hand-off. Parts hold
+# whole rows, whole attention matrices (the causal mask counts rows within a matrix) and
+# whole 64-row chunks of the layer norm weight gradient, whose chunk sums are added in
+# order after, so every result is bitwise that of one kernel call.
+
+
 def _rows_in_parts(blocks: int, rows_per_block: int, cost: int, work: Any) -> None:
     """``work(lo, hi)`` over the rows of ``blocks`` blocks of ``rows_per_block`` rows, in
     contiguous parts of whole blocks, one part per BLAS thread (NOTE [ Batch parts ] in
