@@ -2,8 +2,10 @@
 tanh approximation, sigmoid forward and backward, and relu's backward.
 
 All kernels take flat contiguous float32 or float64 arrays and return a new array of the
-same dtype. Arithmetic runs in float64 whatever the input dtype, so a float32 result is the
-float64 result rounded once. Each kernel has a NumPy reference next to it
+same dtype; the GELU and relu kernels' ``*_into`` forms write into a given ``out`` of the
+input's shape instead (so that the parts of one array can be computed on several threads).
+Arithmetic runs in float64 whatever the input dtype, so a float32 result is the float64
+result rounded once. Each kernel has a NumPy reference next to it
 (``*_reference``), the formula written the plain way, which the tests compare it against.
 
 NumPy has no ``erf``: the references of the exact form call ``math.erfc`` element by
@@ -37,6 +39,11 @@ __all__ = [
     "gelu_backward",
     "gelu_tanh",
     "gelu_tanh_backward",
+    "gelu_into",
+    "gelu_backward_into",
+    "gelu_tanh_into",
+    "gelu_tanh_backward_into",
+    "relu_backward_into",
     "sigmoid",
     "sigmoid_backward",
     "relu_backward",
@@ -131,33 +138,54 @@ def _normal_cdf(v, single):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def gelu(x):
-    """``x * Phi(x)`` elementwise (``Phi`` the standard normal CDF)."""
-    out = np.empty_like(x)
+def _check_out(x, out):
+    if out.shape != x.shape:
+        raise ValueError("activation kernel: out must have the input's shape")
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def gelu_into(x, out):
+    """``out = x * Phi(x)`` elementwise (``Phi`` the standard normal CDF)."""
+    _check_out(x, out)
     single = _is_float32(x)
     for i in range(x.shape[0]):
         v = np.float64(x[i])
         out[i] = v * _normal_cdf(v, single)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def gelu(x):
+    """``x * Phi(x)`` elementwise (``Phi`` the standard normal CDF)."""
+    out = np.empty_like(x)
+    gelu_into(x, out)
     return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def gelu_backward_into(g, x, out):
+    """``out = g * (Phi(x) + x * phi(x))``: ``g`` times the derivative of ``gelu``."""
+    _check_out(x, g)
+    _check_out(x, out)
+    single = _is_float32(x)
+    for i in range(x.shape[0]):
+        v = np.float64(x[i])
+        pdf = _INV_SQRT_2PI * _exp(-0.5 * v * v, single)
+        out[i] = g[i] * (_normal_cdf(v, single) + v * pdf)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def gelu_backward(g, x):
     """``g * (Phi(x) + x * phi(x))``: ``g`` times the derivative of ``gelu``."""
     out = np.empty_like(g)
-    single = _is_float32(x)
-    for i in range(x.shape[0]):
-        v = np.float64(x[i])
-        pdf = _INV_SQRT_2PI * _exp(-0.5 * v * v, single)
-        out[i] = g[i] * (_normal_cdf(v, single) + v * pdf)
+    gelu_backward_into(g, x, out)
     return out
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def gelu_tanh(x):
-    """``0.5 x (1 + tanh(u))`` with ``u = sqrt(2/pi) (x + 0.044715 x^3)``, computed as
-    ``x * sigmoid(2u)`` (one ``exp``, no cancellation for negative x)."""
-    out = np.empty_like(x)
+def gelu_tanh_into(x, out):
+    """``out = 0.5 x (1 + tanh(u))`` with ``u = sqrt(2/pi) (x + 0.044715 x^3)``, computed
+    as ``x * sigmoid(2u)`` (one ``exp``, no cancellation for negative x)."""
+    _check_out(x, out)
     single = _is_float32(x)
     for i in range(x.shape[0]):
         v = np.float64(x[i])
@@ -165,14 +193,23 @@ def gelu_tanh(x):
         e = _exp(-2.0 * abs(u), single)  # in (0, 1]: never overflows
         s = 1.0 / (1.0 + e)
         out[i] = v * (s if u >= 0.0 else e * s)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def gelu_tanh(x):
+    """``0.5 x (1 + tanh(u))`` with ``u = sqrt(2/pi) (x + 0.044715 x^3)`` (see
+    ``gelu_tanh_into``)."""
+    out = np.empty_like(x)
+    gelu_tanh_into(x, out)
     return out
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def gelu_tanh_backward(g, x):
-    """``g`` times the derivative of ``gelu_tanh``:
+def gelu_tanh_backward_into(g, x, out):
+    """``out = g`` times the derivative of ``gelu_tanh``:
     ``sigmoid(2u) + 2 x sigmoid(2u) sigmoid(-2u) u'``."""
-    out = np.empty_like(g)
+    _check_out(x, g)
+    _check_out(x, out)
     single = _is_float32(x)
     for i in range(x.shape[0]):
         v = np.float64(x[i])
@@ -183,6 +220,13 @@ def gelu_tanh_backward(g, x):
         s = 1.0 / (1.0 + e)
         sig = s if u >= 0.0 else e * s
         out[i] = g[i] * (sig + 2.0 * v * du * e * s * s)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def gelu_tanh_backward(g, x):
+    """``g`` times the derivative of ``gelu_tanh`` (see ``gelu_tanh_backward_into``)."""
+    out = np.empty_like(g)
+    gelu_tanh_backward_into(g, x, out)
     return out
 
 
@@ -211,12 +255,21 @@ def sigmoid_backward(g, y):
 
 
 @njit(cache=True, nogil=True)
-def relu_backward(g, y):
-    """``g * (y > 0)``: the gradient of ``y = relu(x)`` times ``g``, in one pass (the
+def relu_backward_into(g, y, out):
+    """``out = g * (y > 0)``: the gradient of ``y = relu(x)`` times ``g``, in one pass (the
     multiply keeps NumPy's ``nan * 0 = nan``)."""
-    out = np.empty_like(g)
+    _check_out(y, g)
+    _check_out(y, out)
     for i in range(g.shape[0]):
         out[i] = g[i] * (1.0 if y[i] > 0 else 0.0)
+
+
+@njit(cache=True, nogil=True)
+def relu_backward(g, y):
+    """``g * (y > 0)``: the gradient of ``y = relu(x)`` times ``g`` (see
+    ``relu_backward_into``)."""
+    out = np.empty_like(g)
+    relu_backward_into(g, y, out)
     return out
 
 

@@ -9,11 +9,15 @@ float64 sums) and ``h = (x - mean) * rstd``:
   ``rstd * (a - mean(a) - h * mean(a * h))``;
 * ``layer_norm_weight_grad``: ``sum over rows of g * h``.
 
+``*_into`` forms write into a given ``out`` (``layer_norm_weight_grad_chunks``: the sums of
+chunks of rows), so that parts of the rows can run on several threads.
+
 The backward kernels recompute ``mean`` and ``rstd`` from the row (one extra read of data
 that is in cache) instead of taking them saved from the forward: the op table keeps one
 output per primitive, and this way nothing but the input is kept for backward. Float32
-rows accumulate in float64; rows of length 0 give empty results. ``*_reference`` are the
-NumPy formulations.
+rows accumulate in float64 (the element-wise arithmetic after the sums runs in the rows'
+dtype, so that float32 rows fill eight SIMD lanes); rows of length 0 give empty results.
+``*_reference`` are the NumPy formulations.
 """
 
 import math
@@ -22,15 +26,19 @@ import numpy as np
 from numba import njit
 
 __all__ = [
+    "ROWS_PER_CHUNK",
     "layer_norm_forward",
     "layer_norm_backward",
     "layer_norm_weight_grad",
+    "layer_norm_forward_into",
+    "layer_norm_backward_into",
+    "layer_norm_weight_grad_chunks",
     "layer_norm_forward_reference",
     "layer_norm_backward_reference",
     "layer_norm_weight_grad_reference",
 ]
 
-_ROWS_PER_CHUNK = 64  # layer_norm_weight_grad sums rows in chunks, then the chunks
+ROWS_PER_CHUNK = 64  # layer_norm_weight_grad sums rows in chunks, then the chunks
 
 
 # Row reductions are separate functions compiled with reassociation allowed, so that LLVM
@@ -61,17 +69,60 @@ def _row_grad_sums(g, x, w, i, mean, rstd):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _check(x, other, what):
+    if other.shape != x.shape:
+        raise ValueError(what)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _check_affine(x, weight):
+    if weight.shape[0] != x.shape[1]:
+        raise ValueError("layer norm kernel: weight and bias must have the rows' length")
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def layer_norm_forward_into(x, weight, bias, eps, out):
+    """``out = (x - mean) * rstd * weight + bias`` for each row of ``x`` (N, D); ``weight``
+    and ``bias`` are (D,)."""
+    _check(x, out, "layer norm kernel: out must have the input's shape")
+    _check_affine(x, weight)
+    _check_affine(x, bias)
+    if x.shape[1] == 0:
+        return
+    for i in range(x.shape[0]):
+        mean, rstd = _row_stats(x, i, eps)
+        m, r = x.dtype.type(mean), x.dtype.type(rstd)  # float32 rows: float32 lanes
+        for j in range(x.shape[1]):
+            out[i, j] = (x[i, j] - m) * r * weight[j] + bias[j]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def layer_norm_forward(x, weight, bias, eps):
     """``(x - mean) * rstd * weight + bias`` for each row of ``x`` (N, D); ``weight`` and
     ``bias`` are (D,)."""
     out = np.empty_like(x)
+    layer_norm_forward_into(x, weight, bias, eps, out)
+    return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def layer_norm_backward_into(g, x, weight, eps, out):
+    """``out`` = the gradient with respect to ``x`` of ``layer_norm_forward(x, weight,
+    bias, eps)`` times ``g`` (N, D)."""
+    _check(x, g, "layer norm kernel: g must have the input's shape")
+    _check(x, out, "layer norm kernel: out must have the input's shape")
+    _check_affine(x, weight)
     if x.shape[1] == 0:
-        return out
+        return
+    inv_d = 1.0 / x.shape[1]
     for i in range(x.shape[0]):
         mean, rstd = _row_stats(x, i, eps)
+        sa, sah = _row_grad_sums(g, x, weight, i, mean, rstd)
+        t = x.dtype.type  # float32 rows: float32 lanes
+        m, r, ma, mah = t(mean), t(rstd), t(sa * inv_d), t(sah * inv_d)
         for j in range(x.shape[1]):
-            out[i, j] = (x[i, j] - mean) * rstd * weight[j] + bias[j]
-    return out
+            h = (x[i, j] - m) * r
+            out[i, j] = r * (g[i, j] * weight[j] - ma - h * mah)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -79,18 +130,26 @@ def layer_norm_backward(g, x, weight, eps):
     """The gradient with respect to ``x`` of ``layer_norm_forward(x, weight, bias, eps)``
     times ``g`` (N, D)."""
     out = np.empty_like(g)
-    if x.shape[1] == 0:
-        return out
-    inv_d = 1.0 / x.shape[1]
-    for i in range(x.shape[0]):
-        mean, rstd = _row_stats(x, i, eps)
-        sa, sah = _row_grad_sums(g, x, weight, i, mean, rstd)
-        ma = sa * inv_d
-        mah = sah * inv_d
-        for j in range(x.shape[1]):
-            h = (x[i, j] - mean) * rstd
-            out[i, j] = rstd * (g[i, j] * np.float64(weight[j]) - ma - h * mah)
+    layer_norm_backward_into(g, x, weight, eps, out)
     return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def layer_norm_weight_grad_chunks(g, x, eps, partial):
+    """``partial[c] = sum over the rows of chunk c of g * (x - mean) * rstd``, chunk ``c``
+    the rows ``c * ROWS_PER_CHUNK`` up to ``(c + 1) * ROWS_PER_CHUNK`` of ``x`` (N, D);
+    ``partial`` is float64 (chunks, D), zeros on entry. The partial sums of the rows of
+    one chunk, so that the parts of ``x`` (cut at chunk boundaries) can run on several
+    threads and their chunks be summed in order after."""
+    n, d = x.shape
+    _check(x, g, "layer norm kernel: g must have the input's shape")
+    if partial.shape[0] != (n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK or partial.shape[1] != d:
+        raise ValueError("layer norm kernel: partial must be (chunks of the rows, D)")
+    for c in range(partial.shape[0]):
+        for i in range(c * ROWS_PER_CHUNK, min((c + 1) * ROWS_PER_CHUNK, n)):
+            mean, rstd = _row_stats(x, i, eps)
+            for j in range(d):
+                partial[c, j] += g[i, j] * ((x[i, j] - mean) * rstd)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -101,15 +160,10 @@ def layer_norm_weight_grad(g, x, eps):
     n, d = x.shape
     if d == 0:
         return np.zeros(0, dtype=x.dtype)
-    chunks = (n + _ROWS_PER_CHUNK - 1) // _ROWS_PER_CHUNK
-    partial = np.zeros((chunks, d))
-    for c in range(chunks):
-        for i in range(c * _ROWS_PER_CHUNK, min((c + 1) * _ROWS_PER_CHUNK, n)):
-            mean, rstd = _row_stats(x, i, eps)
-            for j in range(d):
-                partial[c, j] += g[i, j] * ((x[i, j] - mean) * rstd)
+    partial = np.zeros(((n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK, d))
+    layer_norm_weight_grad_chunks(g, x, eps, partial)
     total = np.zeros(d)
-    for c in range(chunks):
+    for c in range(partial.shape[0]):
         for j in range(d):
             total[j] += partial[c, j]
     return total.astype(x.dtype)

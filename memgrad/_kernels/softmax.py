@@ -3,10 +3,11 @@ softmax of attention (``scaled_softmax_*``), and the vectorizable ``exp`` they (
 cross-entropy kernels) are built on.
 
 Every kernel takes C-contiguous (N, D) float32 or float64 arrays and works on each row
-independently, returning a new (N, D) array of the input's dtype. Sums
-accumulate in float64; the element-wise arithmetic after them runs in the input's dtype
-(``x.dtype.type(s)``), so that float32 rows fill eight SIMD lanes, not four. A row that is
-all ``-inf`` gives NaN, as in PyTorch.
+independently, returning a new (N, D) array of the input's dtype (the
+``scaled_softmax_*_into`` forms write into a given ``out`` instead, so that parts of the
+rows can run on several threads). Sums accumulate in float64; the element-wise arithmetic
+after them runs in the input's dtype (``x.dtype.type(s)``), so that float32 rows fill eight
+SIMD lanes, not four. A row that is all ``-inf`` gives NaN, as in PyTorch.
 
 Why they are fast: one pass per row over data that stays in cache replaces NumPy's four to
 six passes over the whole array, each with a temporary (``*_reference`` are those NumPy
@@ -36,6 +37,8 @@ __all__ = [
     "log_softmax_backward",
     "scaled_softmax_forward",
     "scaled_softmax_backward",
+    "scaled_softmax_forward_into",
+    "scaled_softmax_backward_into",
     "softmax_forward_reference",
     "log_softmax_forward_reference",
     "softmax_backward_reference",
@@ -237,15 +240,23 @@ def log_softmax_backward(g, y):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def scaled_softmax_forward(x, scale, causal):
-    """``softmax(x * scale)`` along each row, the product rounded to ``x``'s dtype first (as
-    a separate multiply would). ``causal > 0``: the rows are stacked matrices of ``causal``
-    rows each, and row ``i`` of a matrix sees only columns ``j <= i``; the others get weight
-    0 and are never read (attention's causal mask, aligned top-left)."""
-    out = np.empty_like(x)
+def _check_rows(x, out, causal):
+    if out.shape != x.shape:
+        raise ValueError("scaled softmax kernel: out must have the input's shape")
+    if causal < 0 or (causal > 0 and x.shape[0] % causal != 0):
+        raise ValueError("scaled softmax kernel: causal must be 0 or divide the row count")
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def scaled_softmax_forward_into(x, scale, causal, out):
+    """``out = softmax(x * scale)`` along each row, the product rounded to ``x``'s dtype
+    first (as a separate multiply would). ``causal > 0``: the rows are stacked matrices of
+    ``causal`` rows each, and row ``i`` of a matrix sees only columns ``j <= i``; the others
+    get weight 0 and are never read (attention's causal mask, aligned top-left)."""
+    _check_rows(x, out, causal)
     n, d = x.shape
     if d == 0:
-        return out
+        return
     sc = x.dtype.type(scale)
     for i in range(n):
         width = d if causal == 0 else min(d, i % causal + 1)
@@ -259,20 +270,35 @@ def scaled_softmax_forward(x, scale, causal):
             out[i, j] *= inv
         for j in range(width, d):
             out[i, j] = 0.0
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def scaled_softmax_forward(x, scale, causal):
+    """``softmax(x * scale)`` along each row (see ``scaled_softmax_forward_into``)."""
+    out = np.empty_like(x)
+    scaled_softmax_forward_into(x, scale, causal, out)
     return out
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def scaled_softmax_backward(g, y, scale):
-    """``(y * (g - sum(g * y))) * scale`` along each row: the VJP of
+def scaled_softmax_backward_into(g, y, scale, out):
+    """``out = (y * (g - sum(g * y))) * scale`` along each row: the VJP of
     ``y = scaled_softmax_forward(x, scale, causal)`` (masked entries have ``y = 0``, so
     they get 0)."""
-    out = np.empty_like(g)
+    _check_rows(y, g, 0)
+    _check_rows(y, out, 0)
     sc = g.dtype.type(scale)
     for i in range(g.shape[0]):
         s = g.dtype.type(_row_dot(g[i], y[i]))
         for j in range(g.shape[1]):
             out[i, j] = (y[i, j] * (g[i, j] - s)) * sc
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def scaled_softmax_backward(g, y, scale):
+    """The VJP of ``scaled_softmax_forward`` (see ``scaled_softmax_backward_into``)."""
+    out = np.empty_like(g)
+    scaled_softmax_backward_into(g, y, scale, out)
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from memgrad.ops import parts
 from memgrad.ops.registry import primitive
 from memgrad.tensor import Tensor
 
@@ -44,7 +45,13 @@ __all__ = [
     "logical_xor",
     "logical_not",
     "flat_kernel",
+    "flat_kernel_in_parts",
 ]
+
+
+# an element of relu's backward kernel in multiply-adds (for flat_kernel_in_parts): memory
+# bound, about 40 of the BLAS's multiply-adds in time
+_RELU_COST = 40
 
 
 def _kernel_dtype(a) -> bool:
@@ -61,6 +68,28 @@ def flat_kernel(kernel, *arrays: np.ndarray) -> np.ndarray:
     dtype = np.result_type(*arrays)
     flat = [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in arrays]
     return kernel(*flat).reshape(shape)
+
+
+def flat_kernel_in_parts(kernel_into, cost: int, *arrays: np.ndarray) -> np.ndarray:
+    """``flat_kernel`` for a kernel that writes into its last argument (flat arrays in, a
+    flat ``out``): the elements are split into contiguous parts, one per BLAS thread, and
+    the kernels (which release the GIL) run on them at once (NOTE [ Row parts ] in
+    ops/nn.py). ``cost`` is one element's work in multiply-adds, so that small arrays stay
+    on the calling thread. Each element is computed as by one call, so the result does not
+    depend on the split."""
+    shape = arrays[0].shape
+    for a in arrays[1:]:
+        if a.shape != shape:
+            raise ValueError(f"shapes {shape} and {a.shape} must be equal")
+    dtype = np.result_type(*arrays)
+    flat = [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in arrays]
+    out = np.empty(flat[0].shape, dtype=dtype)
+
+    def work(lo: int, hi: int) -> None:
+        kernel_into(*[a[lo:hi] for a in flat], out[lo:hi])
+
+    parts.in_parts(out.size, out.size * cost, work)
+    return out.reshape(shape)
 
 
 @primitive("add", broadcasting=True, ufunc=np.add)
@@ -288,7 +317,7 @@ def relu_backward(g, y):
     if _kernel_dtype(g) and _kernel_dtype(y) and np.shape(g) == np.shape(y):
         from memgrad._kernels import activation
 
-        return flat_kernel(activation.relu_backward, g, y)
+        return flat_kernel_in_parts(activation.relu_backward_into, _RELU_COST, g, y)
     # a multiply by the mask: several times faster than np.where with a scalar
     return g * (y > 0)
 

@@ -46,17 +46,30 @@ def _batched(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     every core (NOTE [ Batch parts ]), as attention's per-head products."""
     b = math.prod(x.shape[:-2])
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
-    if b < 2 or b * m * k * n < parts.PARTS_MIN_MACS:
+    macs = b * m * k * n
+    if b < 2 or macs < parts.PARTS_MIN_MACS:
         return np.matmul(x, y)
-    xb, yb = x.reshape(b, m, k), y.reshape(b, k, n)
     out = np.empty(x.shape[:-2] + (m, n), dtype=np.result_type(x, y))
-    rows = out.reshape(b, m, n)
+    if x.shape[0] >= 8:
+        # parts of the first batch dimension: slices of strided operands (attention's
+        # heads, transposed views) stay views, where flattening the batch would copy them
+        b, xb, yb, rows = x.shape[0], x, y, out
+    else:
+        xb, yb, rows = x.reshape(b, m, k), y.reshape(b, k, n), out.reshape(b, m, n)
 
     def work(lo: int, hi: int) -> None:
         np.matmul(xb[lo:hi], yb[lo:hi], out=rows[lo:hi])
 
-    parts.in_parts(b, b * m * k * n, work)
+    parts.in_parts(b, macs, work)
     return out
+
+
+def _transposed(t: Any) -> bool:
+    """Whether ``t`` is a saved tensor whose last two dims are a transposed matrix."""
+    if not isinstance(t, Tensor) or t.ndim < 2:
+        return False
+    strides, size = t._data.strides, t._data.itemsize
+    return strides[-2] == size and strides[-1] != size and t.shape[-2] > 1
 
 
 @matmul.vjp
@@ -80,7 +93,9 @@ def _(g, out, needs, x, y):
             gx = gx.sum_to(x.shape)
     if needs[1]:
         xx = x.unsqueeze(0) if x1 else x
-        gy = xx.mT @ g
+        # a transposed y (attention's key.mT) gets its gradient in its own layout, so that
+        # the gradient reaches the key untransposed (no strided copy there)
+        gy = (g.mT @ xx).mT if _transposed(y) else xx.mT @ g
         if y1:
             gy = gy.squeeze(-1)
         if gy.shape != y.shape:

@@ -27,7 +27,15 @@ from typing import Any
 import numpy as np
 
 from memgrad.errors import ShapeError
-from memgrad.ops.elementwise import clamp, exp, flat_kernel, sigmoid, tanh, where
+from memgrad.ops import parts
+from memgrad.ops.elementwise import (
+    clamp,
+    exp,
+    flat_kernel_in_parts,
+    sigmoid,
+    tanh,
+    where,
+)
 from memgrad.ops.elementwise import relu as _relu
 from memgrad.ops.inplace import _inplace, relu_
 from memgrad.ops.movement import index_scatter
@@ -68,6 +76,28 @@ def _check_float(input: Tensor, api: str) -> None:
             f"{api}: expected a float32 or float64 tensor, got dtype {input.dtype}; convert "
             "it first, e.g. with .float()"
         )
+
+
+# NOTE [ Row parts ]
+# The kernels stay serial (NOTE [ Serial kernels ] in ops/conv.py); the transformer's
+# kernel-backed primitives (gelu and gelu_backward, layer_norm and its two backward
+# primitives, attention_softmax and its backward) and relu_backward run them on contiguous
+# parts of their rows or elements instead, one part per BLAS thread with the helper
+# threads of ``in_parts`` (NOTE [ Batch parts ] in ops/parts.py), each kernel writing its
+# part of one output (``*_into`` kernels): PyTorch runs these ops on every core, and at
+# W2's sizes they are several milliseconds each, long against the hand-off. Parts hold
+# whole rows, whole attention matrices (the causal mask counts rows within a matrix) and
+# whole 64-row chunks of the layer norm weight gradient, whose chunk sums are added in
+# order after, so every result is bitwise that of one kernel call.
+
+
+def _rows_in_parts(blocks: int, rows_per_block: int, cost: int, work: Any) -> None:
+    """``work(lo, hi)`` over the rows of ``blocks`` blocks of ``rows_per_block`` rows, in
+    contiguous parts of whole blocks, one part per BLAS thread (NOTE [ Batch parts ] in
+    ops/parts.py); ``cost`` is the whole op's work in multiply-adds. Row kernels that write
+    their part of one output, so the result does not depend on the split."""
+    parts.in_parts(blocks, cost,
+                   lambda lo, hi: work(lo * rows_per_block, hi * rows_per_block))
 
 
 # ---------------------------------------------------------------------------- linear
@@ -151,13 +181,15 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 _K = math.sqrt(2 / math.pi)
 _C = 0.044715
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+_GELU_COST = 64  # an element of the GELU kernels, in multiply-adds (for flat_kernel_in_parts)
 
 
 @primitive("gelu", saves={"x": (0,)})
 def _gelu(x, *, approximate):
     from memgrad._kernels import activation
 
-    return flat_kernel(activation.gelu_tanh if approximate == "tanh" else activation.gelu, x)
+    kernel = activation.gelu_tanh_into if approximate == "tanh" else activation.gelu_into
+    return flat_kernel_in_parts(kernel, _GELU_COST, x)
 
 
 @_gelu.vjp
@@ -170,8 +202,9 @@ def gelu_backward(g, x, *, approximate):
     """``g * gelu'(x)`` in one op; itself differentiable."""
     from memgrad._kernels import activation
 
-    kernel = activation.gelu_tanh_backward if approximate == "tanh" else activation.gelu_backward
-    return flat_kernel(kernel, g, x)
+    kernel = (activation.gelu_tanh_backward_into if approximate == "tanh"
+              else activation.gelu_backward_into)
+    return flat_kernel_in_parts(kernel, _GELU_COST, g, x)
 
 
 @gelu_backward.vjp
@@ -270,6 +303,9 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
 # composite term for the second derivative with respect to x.
 
 
+_NORM_COST = 16  # an element of the layer norm kernels, in multiply-adds (for in_parts)
+
+
 def _rows(x: np.ndarray, ndim: int, dtype: np.dtype) -> np.ndarray:
     d = int(np.prod(x.shape[x.ndim - ndim:], dtype=np.int64))
     n = int(np.prod(x.shape[:x.ndim - ndim], dtype=np.int64))
@@ -284,14 +320,16 @@ def _affine(t: np.ndarray | None, d: int, default: float, dtype: np.dtype) -> np
 
 @primitive("layer_norm", saves={"x": (0, 1), "weight": (0,)}, kind="norm")
 def _layer_norm(x, weight, bias, *, ndim, eps):
-    from memgrad._kernels.norm import layer_norm_forward
+    from memgrad._kernels.norm import layer_norm_forward_into
 
     rows = _rows(x, ndim, x.dtype)
-    d = rows.shape[1]
+    n, d = rows.shape
     if rows.size == 0:  # nothing to normalize: the empty result, as in PyTorch
         return np.zeros(x.shape, dtype=x.dtype)
-    out = layer_norm_forward(rows, _affine(weight, d, 1.0, x.dtype), _affine(bias, d, 0.0, x.dtype),
-                             eps)
+    w, b = _affine(weight, d, 1.0, x.dtype), _affine(bias, d, 0.0, x.dtype)
+    out = np.empty_like(rows)
+    _rows_in_parts(n, 1, rows.size * _NORM_COST,
+                   lambda lo, hi: layer_norm_forward_into(rows[lo:hi], w, b, eps, out[lo:hi]))
     return out.reshape(x.shape)
 
 
@@ -309,14 +347,18 @@ def _(g, out, needs, x, weight, bias, ndim, eps):
 def layer_norm_backward(g, x, weight, *, ndim, eps):
     """``J(x) (g * weight)``: the input gradient of ``layer_norm`` (J the Jacobian of the
     normalization over the last ``ndim`` dims), in one op; itself differentiable."""
-    from memgrad._kernels.norm import layer_norm_backward as kernel
+    from memgrad._kernels.norm import layer_norm_backward_into
 
     dtype = np.result_type(g, x)
-    rows = _rows(x, ndim, dtype)
-    d = rows.shape[1]
-    return kernel(_rows(g, ndim, dtype), rows, _affine(weight, d, 1.0, dtype), eps).reshape(
-        x.shape
-    )
+    rows, gr = _rows(x, ndim, dtype), _rows(g, ndim, dtype)
+    n, d = rows.shape
+    w = _affine(weight, d, 1.0, dtype)
+    out = np.empty_like(rows)
+    if rows.size:
+        _rows_in_parts(n, 1, rows.size * _NORM_COST,
+                       lambda lo, hi: layer_norm_backward_into(gr[lo:hi], rows[lo:hi], w, eps,
+                                                               out[lo:hi]))
+    return out.reshape(x.shape)
 
 
 @layer_norm_backward.vjp
@@ -347,11 +389,23 @@ def _(u, out, needs, g, x, weight, ndim, eps):
 def layer_norm_weight_grad(g, x, *, ndim, eps):
     """``sum over leading dims of g * normalized(x)``: the weight gradient of
     ``layer_norm``, in one op; itself differentiable."""
-    from memgrad._kernels.norm import layer_norm_weight_grad as kernel
+    from memgrad._kernels.norm import ROWS_PER_CHUNK, layer_norm_weight_grad_chunks
 
     dtype = np.result_type(g, x)
-    out = kernel(_rows(g, ndim, dtype), _rows(x, ndim, dtype), eps)
-    return out.reshape(x.shape[x.ndim - ndim:])
+    rows, gr = _rows(x, ndim, dtype), _rows(g, ndim, dtype)
+    n, d = rows.shape
+    # sums of chunks of rows, in parts of whole chunks, then the chunks in order (as one
+    # call of the kernels' layer_norm_weight_grad sums them: the split changes nothing)
+    partial = np.zeros(((n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK, d))
+
+    def work(lo: int, hi: int) -> None:
+        c0, c1 = lo // ROWS_PER_CHUNK, (hi + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK
+        layer_norm_weight_grad_chunks(gr[lo:hi], rows[lo:hi], eps, partial[c0:c1])
+
+    if rows.size:
+        _rows_in_parts(partial.shape[0], ROWS_PER_CHUNK, rows.size * _NORM_COST, work)
+    total = partial.sum(axis=0)
+    return total.astype(dtype).reshape(x.shape[x.ndim - ndim:])
 
 
 @layer_norm_weight_grad.vjp
@@ -705,17 +759,23 @@ def _softmax_rows(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).reshape(-1, a.shape[-1])
 
 
+_SOFTMAX_COST = 32  # an element of the softmax kernels, in multiply-adds (for in_parts)
+
+
 @primitive("attention_softmax", saves={"out": (0,)}, kind="reduce")
 def _attention_softmax(scores, *, scale, causal):
     """``softmax(scores * scale, -1)``, with ``causal=True`` the entries above the diagonal
     of the last two dims masked (weight 0): the weights of ``scaled_dot_product_attention``
     without an ``attn_mask`` (NOTE [ Attention softmax ] in ops/nn.py)."""
-    from memgrad._kernels.softmax import scaled_softmax_forward
+    from memgrad._kernels.softmax import scaled_softmax_forward_into
 
     rows = _softmax_rows(scores)
-    if rows.size == 0:
-        return np.zeros(scores.shape, dtype=scores.dtype)
-    out = scaled_softmax_forward(rows, scale, scores.shape[-2] if causal else 0)
+    out = np.empty(rows.shape, dtype=scores.dtype)
+    if rows.size:
+        block = scores.shape[-2] if causal else 1  # parts hold whole matrices
+        _rows_in_parts(rows.shape[0] // block, block, rows.size * _SOFTMAX_COST,
+                       lambda lo, hi: scaled_softmax_forward_into(
+                           rows[lo:hi], scale, scores.shape[-2] if causal else 0, out[lo:hi]))
     return out.reshape(scores.shape)
 
 
@@ -728,13 +788,16 @@ def _(g, out, needs, scores, scale, causal):
 def attention_softmax_backward(g, y, *, scale):
     """``scale * y * (g - sum(g * y, -1))``: the VJP of ``attention_softmax``, in one op;
     itself differentiable."""
-    from memgrad._kernels.softmax import scaled_softmax_backward
+    from memgrad._kernels.softmax import scaled_softmax_backward_into
 
     dtype = np.result_type(g, y)
     gr, yr = (_softmax_rows(np.asarray(a, dtype=dtype)) for a in (g, y))
-    if gr.size == 0:
-        return np.zeros(y.shape, dtype=dtype)
-    return scaled_softmax_backward(gr, yr, scale).reshape(y.shape)
+    out = np.empty(yr.shape, dtype=dtype)
+    if gr.size:
+        _rows_in_parts(yr.shape[0], 1, yr.size * _SOFTMAX_COST,
+                       lambda lo, hi: scaled_softmax_backward_into(gr[lo:hi], yr[lo:hi], scale,
+                                                                   out[lo:hi]))
+    return out.reshape(y.shape)
 
 
 @attention_softmax_backward.vjp

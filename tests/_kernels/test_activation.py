@@ -4,6 +4,7 @@ dtypes (the references run in float64)."""
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -146,3 +147,21 @@ def test_float32_exact_gelu_is_within_3e_7_relative_everywhere():
     v = x.astype(np.float64)
     want = v * 0.5 * np.array([math.erfc(-t / math.sqrt(2)) for t in v])
     np.testing.assert_allclose(A.gelu(x), want, rtol=3e-7, atol=0)
+
+
+def test_gelu_into_kernels_fill_out_and_reject_an_out_of_another_shape():
+    x, g = _draw(0, 50, 2.0, np.float32)
+    out = np.empty_like(x)
+    A.gelu_tanh_into(x, out)
+    np.testing.assert_array_equal(out, A.gelu_tanh(x))
+    A.relu_backward_into(g, x, out)
+    np.testing.assert_array_equal(out, A.relu_backward_reference(g, x))
+    A.gelu_backward_into(g, x, out)
+    _close(out, A.gelu_backward_reference(g.astype(np.float64), x.astype(np.float64)),
+           np.float32)
+    for call in (lambda: A.gelu_into(x, out[:49]), lambda: A.gelu_tanh_into(x, out[:49]),
+                 lambda: A.gelu_backward_into(g[:49], x, out),
+                 lambda: A.gelu_tanh_backward_into(g, x, out[:49]),
+                 lambda: A.relu_backward_into(g, x, out[:49])):
+        with pytest.raises(ValueError, match="out must have the input's shape"):
+            call()

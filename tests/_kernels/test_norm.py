@@ -2,6 +2,7 @@
 dtypes (the references run in float64)."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -73,3 +74,30 @@ def test_empty_rows_give_empty_results():
     assert N.layer_norm_forward(x, w, w, 1e-5).shape == (3, 0)
     assert N.layer_norm_backward(x, x, w, 1e-5).shape == (3, 0)
     assert N.layer_norm_weight_grad(x, x, 1e-5).shape == (0,)
+
+
+def test_into_kernels_fill_out_and_check_their_shapes():
+    rng = np.random.default_rng(0)
+    x, g = rng.standard_normal((130, 5)), rng.standard_normal((130, 5))
+    w, b = rng.standard_normal(5), rng.standard_normal(5)
+    out = np.empty_like(x)
+    N.layer_norm_forward_into(x, w, b, 1e-5, out)
+    np.testing.assert_allclose(out, N.layer_norm_forward_reference(x, w, b, 1e-5), rtol=1e-12,
+                               atol=1e-12)
+    N.layer_norm_backward_into(g, x, w, 1e-5, out)
+    np.testing.assert_allclose(out, N.layer_norm_backward_reference(g, x, w, 1e-5),
+                               rtol=1e-10, atol=1e-12)
+    partial = np.zeros((3, 5))  # 130 rows: chunks of 64, 64 and 2
+    N.layer_norm_weight_grad_chunks(g, x, 1e-5, partial)
+    h = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    for c, rows in enumerate((slice(0, 64), slice(64, 128), slice(128, 130))):
+        np.testing.assert_allclose(partial[c], (g[rows] * h[rows]).sum(0), rtol=1e-10,
+                                   atol=1e-12)
+    with pytest.raises(ValueError, match="out must have the input's shape"):
+        N.layer_norm_forward_into(x, w, b, 1e-5, out[:3])
+    with pytest.raises(ValueError, match="weight and bias"):
+        N.layer_norm_forward_into(x, w[:4], b, 1e-5, out)
+    with pytest.raises(ValueError, match="g must have the input's shape"):
+        N.layer_norm_backward_into(g[:3], x, w, 1e-5, out)
+    with pytest.raises(ValueError, match="partial must be"):
+        N.layer_norm_weight_grad_chunks(g, x, 1e-5, np.zeros((2, 5)))

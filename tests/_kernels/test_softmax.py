@@ -2,6 +2,7 @@
 shapes, scales and dtypes (the references run in float64)."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
@@ -156,3 +157,21 @@ def test_scaled_softmax_backward_matches_reference(case):
     y = S.scaled_softmax_forward_reference(x.astype(np.float64), scale, causal).astype(x.dtype)
     want = S.scaled_softmax_backward_reference(g.astype(np.float64), y.astype(np.float64), scale)
     _close(S.scaled_softmax_backward(g, y, scale), want, x.dtype)
+
+
+def test_scaled_softmax_into_kernels_fill_out_and_check_their_shapes():
+    rng = np.random.default_rng(0)
+    x, g = rng.standard_normal((6, 3)), rng.standard_normal((6, 3))
+    out = np.empty_like(x)
+    S.scaled_softmax_forward_into(x, 0.5, 3, out)
+    want = S.scaled_softmax_forward_reference(x, 0.5, 3)
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-15)
+    S.scaled_softmax_backward_into(g, want, 0.5, out)
+    np.testing.assert_allclose(out, S.scaled_softmax_backward_reference(g, want, 0.5),
+                               rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="out must have the input's shape"):
+        S.scaled_softmax_forward_into(x, 0.5, 0, out[:2])
+    with pytest.raises(ValueError, match="divide the row count"):
+        S.scaled_softmax_forward_into(x, 0.5, 4, out)
+    with pytest.raises(ValueError, match="out must have the input's shape"):
+        S.scaled_softmax_backward_into(g[:2], want, 0.5, out)

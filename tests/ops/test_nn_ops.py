@@ -131,6 +131,25 @@ def test_gelu_first_second_and_third_derivatives(approximate):
     check(first, x)
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_of_a_large_tensor_in_parts_equals_one_kernel_call(approximate):
+    # large enough that the kernels run in parts on several threads (flat_kernel_in_parts)
+    from memgrad._kernels import activation
+
+    x, g = rand(700, 1000, dtype=np.float32), rand(700, 1000, seed=1, dtype=np.float32)
+    t = T(x, requires_grad=True)
+    y = F.gelu(t, approximate=approximate)
+    y.backward(T(g))
+    tanh = approximate == "tanh"
+    fwd = (activation.gelu_tanh if tanh else activation.gelu)(x.reshape(-1))
+    bwd = (activation.gelu_tanh_backward if tanh else activation.gelu_backward)(
+        g.reshape(-1), x.reshape(-1))
+    np.testing.assert_array_equal(y.numpy(), fwd.reshape(x.shape))
+    np.testing.assert_array_equal(t.grad.numpy(), bwd.reshape(x.shape))
+    np.testing.assert_allclose(y.numpy(), gelu_tanh(x.astype(np.float64)) if tanh
+                               else gelu_exact(x.astype(np.float64)), rtol=2e-6, atol=1e-7)
+
+
 def test_gelu_rejects_an_unknown_approximation():
     with pytest.raises(ValueError, match="'none' or 'tanh'.*'fast'"):
         F.gelu(T(rand(3)), approximate="fast")

@@ -138,3 +138,110 @@ def test_gemm_refuses_offsets_that_leave_the_operands_buffers(gemm_backend):
         with pytest.raises(IndexError, match="outside their buffers"):
             product(*offsets, 0.0)
     np.testing.assert_array_equal(c[0], np.zeros((5, 6)))  # nothing written
+
+
+def test_strided_heads_in_parts_of_the_first_batch_dimension(two_threads):
+    # (batch, heads, seq, head_dim) views of one (batch, seq, heads * head_dim) array, as
+    # attention makes them: split over the batch without a copy, values as NumPy's
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((9, 6, 2, 4))
+    q = mg.tensor(a, requires_grad=True).transpose(1, 2)
+    out = q @ q.mT
+    want = np.swapaxes(a, 1, 2) @ np.swapaxes(np.swapaxes(a, 1, 2), -1, -2)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-13, atol=1e-13)
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_kernels_in_parts_equal_one_call(two_threads, approximate):
+    from memgrad._kernels import activation
+
+    rng = np.random.default_rng(4)
+    x, g = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal((5, 7))
+    t = mg.tensor(x, requires_grad=True)
+    y = mg.nn.functional.gelu(t, approximate=approximate)
+    y.backward(mg.tensor(g.astype(np.float32)))
+    tanh = approximate == "tanh"
+    fwd = (activation.gelu_tanh if tanh else activation.gelu)(x.reshape(-1))
+    bwd = (activation.gelu_tanh_backward if tanh else activation.gelu_backward)(
+        g.astype(np.float32).reshape(-1), x.reshape(-1))
+    np.testing.assert_array_equal(y.numpy().reshape(-1), fwd)
+    np.testing.assert_array_equal(t.grad.numpy().reshape(-1), bwd)
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+
+
+def test_layer_norm_in_parts_equals_one_kernel_call(two_threads):
+    # parts of whole rows (forward, input gradient) and of whole 64-row chunks (the weight
+    # gradient, its chunk sums added in order after): bitwise the kernels' one-call results
+    from memgrad._kernels import norm
+
+    rng = np.random.default_rng(5)
+    x = (3 * rng.standard_normal((2, 100, 6)) + 1).astype(np.float32)
+    g = rng.standard_normal((2, 100, 6)).astype(np.float32)
+    w, b = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    xt, wt, bt = (mg.tensor(a, requires_grad=True) for a in (x, w, b))
+    y = mg.nn.functional.layer_norm(xt, 6, wt, bt)
+    y.backward(mg.tensor(g))
+    x2, g2 = x.reshape(200, 6), g.reshape(200, 6)
+    np.testing.assert_array_equal(y.numpy().reshape(200, 6),
+                                  norm.layer_norm_forward(x2, w, b, 1e-5))
+    np.testing.assert_array_equal(xt.grad.numpy().reshape(200, 6),
+                                  norm.layer_norm_backward(g2, x2, w, 1e-5))
+    np.testing.assert_array_equal(wt.grad.numpy(), norm.layer_norm_weight_grad(g2, x2, 1e-5))
+    np.testing.assert_allclose(wt.grad.numpy(),
+                               norm.layer_norm_weight_grad_reference(g2, x2, 1e-5), rtol=1e-5)
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_softmax_in_parts_of_whole_matrices(two_threads, causal):
+    from memgrad._kernels import softmax
+    from memgrad.ops.nn import _attention_softmax
+
+    rng = np.random.default_rng(6)
+    s = rng.standard_normal((3, 2, 5, 5)).astype(np.float32)
+    g = rng.standard_normal((3, 2, 5, 5)).astype(np.float32)
+    st = mg.tensor(s, requires_grad=True)
+    y = _attention_softmax(st, scale=0.5, causal=causal)
+    y.backward(mg.tensor(g))
+    want = softmax.scaled_softmax_forward(s.reshape(30, 5), 0.5, 5 if causal else 0)
+    np.testing.assert_array_equal(y.numpy().reshape(30, 5), want)
+    np.testing.assert_array_equal(st.grad.numpy().reshape(30, 5),
+                                  softmax.scaled_softmax_backward(g.reshape(30, 5), want, 0.5))
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+
+
+def test_the_gradient_of_a_transposed_right_operand_comes_in_its_own_layout():
+    # scores = q @ k.mT: k's gradient is computed as (g.mT @ q).mT, so that it reaches k
+    # untransposed; values as NumPy's
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((2, 5, 3, 4)), rng.standard_normal((2, 5, 3, 4))
+    g = rng.standard_normal((2, 3, 5, 5))
+    q, k = mg.tensor(a, requires_grad=True), mg.tensor(b, requires_grad=True)
+    (q.transpose(1, 2) @ k.transpose(1, 2).mT).backward(mg.tensor(g))
+    qa, kb = np.swapaxes(a, 1, 2), np.swapaxes(b, 1, 2)
+    np.testing.assert_allclose(q.grad.numpy(), np.swapaxes(g @ kb, 1, 2), rtol=1e-13)
+    np.testing.assert_allclose(k.grad.numpy(), np.swapaxes(np.swapaxes(g, -1, -2) @ qa, 1, 2),
+                               rtol=1e-13)
+    y = mg.tensor(b[0, 0], requires_grad=True)
+    (mg.tensor(a[0, 0]) @ y.mT).backward(mg.tensor(g[0, 0, :3, :3]))
+    np.testing.assert_allclose(y.grad.numpy(), g[0, 0, :3, :3].T @ a[0, 0], rtol=1e-13)
+
+
+def test_relu_backward_in_parts_equals_one_kernel_call(two_threads):
+    from memgrad._kernels import activation
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    g = rng.standard_normal((6, 5)).astype(np.float32)
+    t = mg.tensor(x, requires_grad=True)
+    mg.relu(t).backward(mg.tensor(g))
+    np.testing.assert_array_equal(t.grad.numpy(), g * (x > 0))
+    want = activation.relu_backward(g.reshape(-1), np.maximum(x, 0).reshape(-1))
+    np.testing.assert_array_equal(t.grad.numpy().reshape(-1), want)
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
