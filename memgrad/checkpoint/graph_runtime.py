@@ -55,13 +55,16 @@ class Layout:
             for k in range(st.lo, st.hi):
                 self.stage_of[k] = j
         n = len(self.stages)
-        actions = [a for a in actions if a[1] < n]  # the loss's are not the model's
+        # the forward ends where backward begins, at the loss's backward: the replays
+        # between it and the model's first stage backward belong to backward (the loss's
+        # actions are not the model's)
         first_bwd = next(i for i, a in enumerate(actions) if a[0] == "bwd")
+        forward = [a for a in actions[:first_bwd] if a[1] < n]
         self.mode: list[int | None] = [None] * n
-        for a in actions[:first_bwd]:
+        for a in forward:
             if a[0] == "fwd":
                 self.mode[a[1]] = a[2]
-        self.backward = actions[first_bwd:]
+        self.backward = [a for a in actions[first_bwd:] if a[1] < n]
         self.kept = [  # roots each stage keeps when it runs with variant v
             [frozenset(kept) for kept in stage_variants] for stage_variants in variants
         ]
@@ -83,7 +86,7 @@ class Layout:
                         last[v] = k
             self.last_use.append(last)
         held: set[int] = set()
-        for a in actions[:first_bwd]:
+        for a in forward:
             if a[0] == "fwd":
                 held.update(self.exports[a[1]])
                 if a[2] is not None:

@@ -377,6 +377,61 @@ def test_kept_values_no_rebuild_reads_are_freed_as_in_a_plain_step():
     assert all(np.array_equal(reference[k], got[k]) for k in reference)
 
 
+def test_replays_between_the_losss_backward_and_the_models_belong_to_backward():
+    """A schedule that runs the whole model once keeping nothing, then, after the loss's
+    backward, replays its first half keeping nothing and its second half keeping all: the
+    forward holds nothing but the output (the replays' keeps are made in backward, not by
+    the forward), the measured peak is the predicted one and gradients are bit-identical."""
+    from memgrad.checkpoint.solver import _advance, plain_schedule
+
+    model, x = _mlp(depth=8, width=64, batch=128)
+    model(x).sum().backward()
+    reference = grads_of(model)
+    profile = profile_graph(model, (x,), repeats=1)
+    p = plan_from_graph_profile(profile, 10**9)
+    n, k = len(profile.stages), len(profile.stages) // 2
+    assert n >= 8
+    second = [(a[0], a[1] + k, *a[2:]) for a in plain_schedule(p.chain[k:n])]
+    p.actions = [*_advance(0, n), ("fwd", n, 0), ("bwd", n), *_advance(0, k), *second,
+                 *plain_schedule(p.chain[:k])]
+    p.predicted_peak = simulate(p.chain, p.actions)[0]
+    assert p.layout.mode == [None] * n
+    zero(model)
+    with p.apply(model), mg.memory.track() as t:
+        loss = model(x).sum()
+        after_forward = mg.memory.allocated_bytes() - t.start_bytes
+        loss.backward()
+    out_bytes = 128 * 64 * 4
+    assert after_forward <= out_bytes + 64  # the output, held by ReLU's node
+    assert t.peak_above_start <= p.predicted_peak + 64
+    got = grads_of(model)
+    assert all(np.array_equal(reference[name], got[name]) for name in reference)
+
+
+def test_the_losss_backward_transient_is_counted():
+    """A cube's backward holds two products of the output's size next to what the loss
+    saved and the output's gradient: one output-sized buffer beyond what the loss held in
+    its forward, which the chain's last stage counts (the least plan's peak, measured,
+    is its prediction)."""
+    from memgrad.checkpoint.graph_plan import _chain
+
+    mg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64))
+    x = mg.randn(128, 64)
+    model(x).sum().backward()
+    cube = lambda out: (out * out * out).sum()  # noqa: E731
+    profile = profile_graph(model, (x,), cube, 1)
+    out_bytes = 128 * 64 * 4
+    assert _chain(profile, "auto")[0][-1].bwd_transient >= out_bytes
+    least = plan_from_graph_profile(profile)
+    zero(model)
+    with mg.memory.track() as t:
+        with least.apply(model):
+            loss = cube(model(x))
+        loss.backward()
+    assert least.predicted_peak - 64 <= t.peak_above_start <= least.predicted_peak + 64
+
+
 def test_the_least_feasible_budget_fits():
     """The least predicted peak, given as the budget, is planned (not refused because the
     schedule's bytes, rounded up to slots one by one, overrun it)."""
