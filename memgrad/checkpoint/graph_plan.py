@@ -234,10 +234,12 @@ def _chain(profile: GraphProfile, method: str) -> tuple[list[ChainStage], list[l
         variants.append([frozenset(idx[i] for i in kept) for kept, _, _ in frontier]
                         or [frozenset()])
     # the loss, a last stage that is never recomputed: what it holds is there from the end
-    # of the forward to the end of its backward, which makes the output's gradient
+    # of the forward to the end of its backward, which makes the output's gradient; what its
+    # VJPs hold beyond both (measured above the model's output) is its backward transient
     out = chain[-1].x_out
-    chain.append(ChainStage(out, 0, out, False, profile.tail_bytes,
-                            ((profile.tail_bytes, 0.0),), 0.0))
+    tail = profile.tail_bytes
+    chain.append(ChainStage(out, 0, out, False, tail, ((tail, 0.0),), 0.0,
+                            bwd_transient=max(0, profile.tail_bwd_bytes - tail - out)))
     variants.append([frozenset()])
     return chain, variants
 

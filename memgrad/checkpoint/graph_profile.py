@@ -102,6 +102,10 @@ class GraphProfile:
     forward_seconds: float
     tail_bytes: int  # held by the loss that follows the model while backward starts
     plain_peak: int  # measured peak of one plain step, above its start
+    # the most bytes alive while the loss's own VJPs ran, above the level before the loss's
+    # forward (the model's output counted there): what the loss saved, the gradient of the
+    # output it makes and its VJPs' transients (the two products of a square's backward)
+    tail_bwd_bytes: int = 0
 
     def value_bytes(self, v: int) -> int:
         return self.ops[self.ops[v].root].nbytes
@@ -324,7 +328,7 @@ def profile_graph(
         step_times.append(time.perf_counter() - t0)
     with track() as t:
         step()
-    _measure_backward(fn, inputs, loss_fn, ops)
+    tail_bwd = _measure_backward(fn, inputs, loss_fn, ops)
     if cleared_grads:
         for op in ops:
             for p, _ in op.leaves:
@@ -332,7 +336,7 @@ def profile_graph(
     stages = _stages(ops, outputs)
     _set_backward_transients(stages, ops)
     return GraphProfile(ops, stages, outputs, statistics.median(step_times),
-                        sum(o.seconds for o in ops), tail, t.peak_above_start)
+                        sum(o.seconds for o in ops), tail, t.peak_above_start, tail_bwd)
 
 
 class _Numbering(Interpreter):
@@ -360,9 +364,13 @@ class _BackwardMeter(Interpreter):
         self.stage = -1
         self.before = [-1] * n
         self.peak = [0] * n
+        self.in_loss = True  # no node of the model has unpacked yet: the loss's VJPs run
+        self.loss_peak = 0
 
     def enter(self, k: int) -> None:
         j = self.stage_of[k] if 0 <= k < len(self.stage_of) else -1
+        if j >= 0:
+            self.in_loss = False
         if j >= 0 and self.before[j] < 0:
             self.before[j] = allocated_bytes()
         self.stage = j
@@ -370,15 +378,19 @@ class _BackwardMeter(Interpreter):
     def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
         reset_peak()
         out = call_next(prim, args, params)
-        if self.stage >= 0:
+        if self.in_loss:
+            self.loss_peak = max(self.loss_peak, peak_bytes())
+        elif self.stage >= 0:
             self.peak[self.stage] = max(self.peak[self.stage], peak_bytes())
         return out
 
 
 def _measure_backward(fn: Callable, inputs: tuple, loss_fn: Callable | None,
-                      ops: list[OpRecord]) -> None:
+                      ops: list[OpRecord]) -> int:
     """Per op, from one plain step: the level when its node first unpacked what it saved,
-    and the most bytes alive while VJPs ran from then until the next such node."""
+    and the most bytes alive while VJPs ran from then until the next such node. Returns
+    the most bytes alive while the loss's VJPs ran (before any node of the model unpacked),
+    above the level before the loss's forward."""
     from memgrad.autograd.graph import saved_tensors_hooks_with_op
 
     numbering = _Numbering()
@@ -396,12 +408,14 @@ def _measure_backward(fn: Callable, inputs: tuple, loss_fn: Callable | None,
         with saved_tensors_hooks_with_op(pack, unpack):
             with push(numbering):
                 out = fn(*inputs)
+            before_loss = allocated_bytes()
             loss = loss_fn(out) if loss_fn is not None else _default_loss(out)
         del out
         with push(meter):
             loss.backward()
     for k, op in enumerate(ops):
         op.bwd_before, op.bwd_peak = meter.before[k], meter.peak[k]
+    return max(0, meter.loss_peak - before_loss)
 
 
 def _set_backward_transients(stages: list[StageInfo], ops: list[OpRecord]) -> None:
