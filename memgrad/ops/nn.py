@@ -104,13 +104,26 @@ def _rows_in_parts(blocks: int, rows_per_block: int, cost: int, work: Any) -> No
 
 
 ADD_BLOCK_BYTES = 1 << 20  # the temporary of one row block of _add_product
+# multiply-adds from which a product that adds into its output goes to BLAS through
+# parts.Gemm (NOTE [ Accumulating GEMM ]): below, the ctypes call costs more than the pass
+GEMM_MIN_MACS = 1 << 18
 
 
 @primitive("linear", saves={"x": (1,), "weight": (0,)}, kind="matmul", accumulates=(1,),
            sink_block_bytes=ADD_BLOCK_BYTES)
 def _linear(x, weight, bias):
     # one GEMM over the flattened leading dimensions
-    out = np.matmul(x.reshape(-1, x.shape[-1]), weight.T)
+    x2 = x.reshape(-1, x.shape[-1])
+    if bias is not None and x2.shape[0] * weight.size >= GEMM_MIN_MACS \
+            and x2.dtype == weight.dtype == bias.dtype:
+        # as addmm: the bias broadcast into the output, which the GEMM adds to
+        out = np.empty((x2.shape[0], weight.shape[0]), x2.dtype)
+        out[...] = bias
+        product = parts.Gemm(x2, weight.T, out)
+        if product.blas:
+            product(0, 0, 0, 1.0)
+            return out.reshape(x.shape[:-1] + (weight.shape[0],))
+    out = np.matmul(x2, weight.T)
     if bias is not None:
         if bias.dtype == out.dtype:
             out += bias
@@ -136,7 +149,13 @@ def _(g, out, needs, x, weight, bias, sinks=None):
 
 
 def _add_product(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
-    """``c += a @ b`` in row blocks, so that the temporary is at most about 1 MiB."""
+    """``c += a @ b``: in BLAS straight into ``c`` for large products, else in row blocks, so
+    that the temporary is at most about 1 MiB."""
+    if c.size * a.shape[1] >= GEMM_MIN_MACS and a.dtype == b.dtype == c.dtype:
+        product = parts.Gemm(a, b, c)
+        if product.blas:
+            product(0, 0, 0, 1.0)
+            return
     rows = max(1, ADD_BLOCK_BYTES // max(1, b.shape[1] * c.itemsize))
     for r in range(0, c.shape[0], rows):
         c[r : r + rows] += a[r : r + rows] @ b

@@ -200,6 +200,12 @@ class Gemm:
         self.lds = (lda, ldb, ldc)
         self.views = (a, b, c)  # kept alive for the pointers
 
+    @property
+    def blas(self) -> bool:
+        """Whether the product runs in BLAS (False: NumPy, with a temporary of ``c``'s
+        size)."""
+        return self.fn is not None
+
     def __call__(self, da: int, db: int, dc: int, beta: float) -> None:
         (alo, ahi), (blo, bhi), (clo, chi) = self.bounds
         if not (alo <= da <= ahi and blo <= db <= bhi and clo <= dc <= chi):

@@ -464,3 +464,28 @@ def test_attention_with_a_bool_mask_and_errors():
         F.scaled_dot_product_attention(T(q), T(k), T(v), attn_mask=T(mask), is_causal=True)
     with pytest.raises(ShapeError, match="do not fit"):
         F.scaled_dot_product_attention(T(q), T(k), T(rand(4, 2)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_large_linear_adds_its_bias_and_weight_gradient_inside_the_gemm(dtype):
+    # above GEMM_MIN_MACS the bias is broadcast into the output before the GEMM adds the
+    # product to it, and the weight gradient is added straight into an existing .grad
+    from memgrad.ops import nn as ops_nn
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 40, 96)).astype(dtype)
+    w = rng.standard_normal((80, 96)).astype(dtype)
+    b = rng.standard_normal(80).astype(dtype)
+    assert 120 * w.size >= ops_nn.GEMM_MIN_MACS
+    g = rng.standard_normal((3, 40, 80)).astype(dtype)
+    xt, wt, bt = (mg.tensor(a, requires_grad=True) for a in (x, w, b))
+    start = rng.standard_normal(w.shape).astype(dtype)
+    wt.grad = mg.tensor(start.copy())
+    out = mg.nn.functional.linear(xt, wt, bt)
+    out.backward(mg.tensor(g))
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out.numpy(), x @ w.T + b, rtol=tol, atol=tol)
+    g2, x2 = g.reshape(-1, 80), x.reshape(-1, 96)
+    np.testing.assert_allclose(wt.grad.numpy(), start + g2.T @ x2, rtol=tol, atol=tol)
+    np.testing.assert_allclose(xt.grad.numpy(), g @ w, rtol=tol, atol=tol)
+    np.testing.assert_allclose(bt.grad.numpy(), g2.sum(0), rtol=tol, atol=tol)
