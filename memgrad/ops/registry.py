@@ -419,7 +419,7 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
             tensors |= bit
             d = a._data
             m = _METAS.get(d.shape)  # the dtype by identity: hashing a dtype is slow
-            meta.append(m if m is not None and m[1] is d.dtype else _meta(d))
+            meta.append(m[1] if m is not None and m[0] is d.dtype else _meta(d))
             if a._requires_grad:
                 mask |= bit
                 fn = a.grad_fn
@@ -468,14 +468,16 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
         else None
 
 
-# the last Meta made for each shape, shared by the nodes (a bounded cache)
-_METAS: dict[tuple, Meta] = {}
+# shape -> (dtype, Meta): the last Meta made for each shape, shared by the nodes (a
+# bounded cache; a plain tuple, whose indexing is faster than a Meta's)
+_METAS: dict[tuple, tuple[np.dtype, Meta]] = {}
 
 
 def _meta(d: np.ndarray) -> Meta:
     if len(_METAS) > 4096:
         _METAS.clear()
-    m = _METAS[d.shape] = Meta((d.shape, d.dtype))
+    m = Meta((d.shape, d.dtype))
+    _METAS[d.shape] = (d.dtype, m)
     return m
 
 
