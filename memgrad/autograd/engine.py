@@ -322,7 +322,7 @@ class Backward:
     def _walk(self) -> None:
         """Run the ready nodes until none is left: the usual one (an op's node without
         hooks, in a walk without captures or anomaly mode) here, the others by run_node."""
-        ready, buffers, deps, relevant = self.ready, self.buffers, self.deps, self.relevant
+        ready, buffers, deps = self.ready, self.buffers, self.deps
         usual = not self.general
         direct = self.direct
         free = not self.keep_graph
@@ -353,13 +353,15 @@ class Backward:
                 node.release()
             nxt = None  # a chain-shaped graph never touches the heap
             for (child, nr), g in zip(node.next_functions, out):
-                if child is None or (relevant is not None and child not in relevant):
+                if child is None:  # (no captures here: every child gets gradients)
                     continue
                 if g is not None:
                     cbuf = buffers.get(child)
                     if cbuf is None:
                         cbuf = buffers[child] = [None] * child.num_outputs
-                    cbuf[nr] = g if cbuf[nr] is None else add(cbuf[nr], g)
+                        cbuf[nr] = g
+                    else:
+                        cbuf[nr] = g if cbuf[nr] is None else add(cbuf[nr], g)
                 d = deps[child] - 1
                 deps[child] = d
                 if d == 0:
@@ -751,13 +753,8 @@ def _checked(node: Node, out: tuple) -> tuple:
     if len(out) != len(meta):
         return _validate(node, out)
     for g, m in zip(out, meta):
-        if g is None:
-            continue
-        if m.__class__ is not Meta or g.__class__ is not Tensor:
-            return _validate(node, out)
-        d = g._data
-        dtype = d.dtype
-        if d.shape != m[0] or (dtype is not m[1] and dtype != m[1]):
+        if g is not None and (g.__class__ is not Tensor or m.__class__ is not Meta
+                              or (g._data.shape, g._data.dtype) != m):
             return _validate(node, out)
     return out
 

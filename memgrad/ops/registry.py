@@ -315,8 +315,11 @@ class OpNode(Node):
         if keep:
             args = list(args)
             for i, s in zip(keep, saved):
-                args[i] = unpack_input(s, prim.node_name) if isinstance(s, Tensor) \
-                    else s.unpack(self, prim.node_name)
+                if not isinstance(s, Tensor):
+                    s = s.unpack(self, prim.node_name)
+                elif s._vc is not None:
+                    s = unpack_input(s, prim.node_name)
+                args[i] = s
         out = self._out_saved
         if out is not None:
             out = out.unpack(self, prim.node_name)
@@ -415,9 +418,8 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
         if isinstance(a, Tensor):
             tensors |= bit
             d = a._data
-            key = (d.shape, d.dtype)
-            m = _METAS.get(key)
-            meta.append(m if m is not None else _meta(key))
+            m = _METAS.get(d.shape)  # the dtype by identity: hashing a dtype is slow
+            meta.append(m[1] if m is not None and m[0] is d.dtype else _meta(d))
             if a._requires_grad:
                 mask |= bit
                 fn = a.grad_fn
@@ -466,14 +468,16 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
         else None
 
 
-# one Meta per (shape, dtype), shared by the nodes (a bounded cache)
-_METAS: dict[tuple, Meta] = {}
+# shape -> (dtype, Meta): the last Meta made for each shape, shared by the nodes (a
+# bounded cache; a plain tuple, whose indexing is faster than a Meta's)
+_METAS: dict[tuple, tuple[np.dtype, Meta]] = {}
 
 
-def _meta(key: tuple) -> Meta:
+def _meta(d: np.ndarray) -> Meta:
     if len(_METAS) > 4096:
         _METAS.clear()
-    m = _METAS[key] = Meta(key)
+    m = Meta((d.shape, d.dtype))
+    _METAS[d.shape] = (d.dtype, m)
     return m
 
 
