@@ -127,7 +127,7 @@ def run(key: str, name: str, sizes: dict, repeats: int, machine: dict,
     plain()  # the gradients exist from here on, and are zeroed in place
     plain_peak = _peak(plain)
     start = time.perf_counter()
-    profile = profile_graph(model, (x,), loss_fn, repeats)
+    profile = profile_graph(model, (x,), loss_fn, repeats, clock=clock)
     profile_s = time.perf_counter() - start
     equal = _equal_counts(model, x, loss_fn, tick) if isinstance(model, mg.nn.Sequential) else {}
     rows = []
@@ -160,7 +160,7 @@ def run(key: str, name: str, sizes: dict, repeats: int, machine: dict,
         plan_s, rival_s, speedup, spread = _paired(planned_step, rival, repeats, tick)
         plain_s = statistics.median(_seconds(plain, tick) for _ in range(max(1, repeats // 2)))
         peak_err = measured_peak / p.predicted_peak - 1
-        predicted_s = plain_s + p.predicted_extra_seconds
+        predicted_s = plain_s + p.predicted_overhead_seconds + p.predicted_extra_seconds
         time_err = plan_s / predicted_s - 1
         emit({"bench": "planner", "workload": key, "model": name, "fraction": fraction,
               "budget": budget, "plain_peak": plain_peak, "predicted_peak": p.predicted_peak,
