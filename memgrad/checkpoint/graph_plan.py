@@ -194,7 +194,8 @@ class Plan:
             f"{self.depth - 1} level(s) deep; {kept:,} B kept, {rec:,} B recomputed; "
             f"predicted peak {self.predicted_peak:,} B (budget {budget}; plain "
             f"{self.predicted_plain_peak:,} B); predicted recompute "
-            f"{self.predicted_extra_seconds * 1e3:.1f} ms per step"
+            f"{self.predicted_extra_seconds * 1e3:.1f} ms and runtime overhead "
+            f"{self.predicted_overhead_seconds * 1e3:.1f} ms per step"
         )
 
 
