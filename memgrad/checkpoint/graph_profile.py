@@ -353,6 +353,7 @@ def profile_graph(
     with track() as t:
         step()
     _measure_backward(fn, inputs, loss_fn, ops)
+    _clear_grads(ops, cleared_grads)  # before the stages: they count the gradients made
     stages = _stages(ops, outputs)
     _set_backward_transients(stages, ops)
     profile = GraphProfile(ops, stages, outputs, 0.0, sum(o.seconds for o in ops), tail,
@@ -360,11 +361,15 @@ def profile_graph(
     replaying, timings = _replaying(profile, fn, tick)
     _time_steps(profile, step, _step(replaying, inputs, loss_fn, cleared_grads), timings,
                 tick, repeats)
-    if cleared_grads:
+    _clear_grads(ops, cleared_grads)
+    return profile
+
+
+def _clear_grads(ops: list[OpRecord], cleared: bool) -> None:
+    if cleared:
         for op in ops:
             for p, _ in op.leaves:
                 p.grad = None
-    return profile
 
 
 def _replaying(profile: GraphProfile, fn: Callable, clock: Callable[[], float]

@@ -130,3 +130,12 @@ def test_profile_graph_refuses_an_unknown_clock():
     model, x = _model(depth=1)
     with pytest.raises(ValueError, match=r'profile_graph: clock must be "wall" or "cpu", got'):
         profile_graph(model, (x,), clock="gpu")
+
+
+def test_the_calibration_leaves_cleared_gradients_cleared_and_counted():
+    model, x = _model(depth=2)
+    profile = profile_graph(model, (x,), repeats=1, cleared_grads=True)
+    assert all(p.grad is None for p in model.parameters())
+    # each Linear's stage allocates its weight's and bias's gradients in backward
+    linear = [st for st in profile.stages if profile.ops[st.lo].name == "linear"]
+    assert [st.grads for st in linear] == [(32 * 32 + 32) * 4] * 2
