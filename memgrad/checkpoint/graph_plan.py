@@ -60,6 +60,7 @@ class Plan:
     predicted_step_seconds: float
     predicted_plain_peak: int
     budget_bytes: int | None = None
+    predicted_overhead_seconds: float = 0.0
     frontier: list[tuple[int, float]] = field(default_factory=list, repr=False)
     _layout: Layout | None = field(default=None, repr=False)
     _kept_outputs: set[int] | None = field(default=None, repr=False)
@@ -174,7 +175,7 @@ class Plan:
             for k in idx:
                 row = rows.setdefault(ops[k].path or "(top level)", PlanRow(ops[k].path))
                 times = replays[j] + (1 if k - st.lo in intra else 0)
-                row.recompute_seconds += times * ops[k].seconds
+                row.recompute_seconds += times * ops[k].recompute_seconds
                 if k in read_roots and ops[k].nbytes:
                     if layout.keeps(k, k, mode) if mode is not None else False:
                         row.kept_bytes += ops[k].nbytes
@@ -193,7 +194,8 @@ class Plan:
             f"{self.depth - 1} level(s) deep; {kept:,} B kept, {rec:,} B recomputed; "
             f"predicted peak {self.predicted_peak:,} B (budget {budget}; plain "
             f"{self.predicted_plain_peak:,} B); predicted recompute "
-            f"{self.predicted_extra_seconds * 1e3:.1f} ms per step"
+            f"{self.predicted_extra_seconds * 1e3:.1f} ms and runtime overhead "
+            f"{self.predicted_overhead_seconds * 1e3:.1f} ms per step"
         )
 
 
@@ -204,7 +206,7 @@ def stage_problem(profile: GraphProfile, st: StageInfo) -> tuple[KeepProblem, li
     local = {v: i for i, v in enumerate(idx)}
     read = {v for k in idx for v in ops[k].saved}
     problem = KeepProblem(
-        tuple(ops[v].seconds for v in idx),
+        tuple(ops[v].recompute_seconds for v in idx),
         tuple(ops[v].nbytes if ops[v].root == v else 0 for v in idx),
         tuple(local.get(ops[v].root, -1) for v in idx),
         tuple(tuple(local[w] for kind, w in ops[v].args if kind == "v" and w in local)
@@ -228,7 +230,7 @@ def _chain(profile: GraphProfile, method: str) -> tuple[list[ChainStage], list[l
         chain.append(ChainStage(
             x_in, st.output_bytes, grad_in, st.output_root in st.saved, full,
             tuple((nbytes, seconds) for _, nbytes, seconds in frontier) or ((0, 0.0),),
-            st.seconds, st.fwd_transient, st.bwd_transient, st.grads,
+            st.recompute_seconds, st.fwd_transient, st.bwd_transient, st.grads,
             st.input_root is not None and st.input_root in st.saved,
         ))
         variants.append([frozenset(idx[i] for i in kept) for kept, _, _ in frontier]
@@ -274,9 +276,9 @@ def plan_from_graph_profile(
     frontier = [] if solution.frontier is None else [
         (i * solution.slot, float(t) - sum(s.seconds for s in chain))
         for i, t in enumerate(solution.frontier) if t < float("inf")]
-    return Plan(profile, chain, variants, solution.actions,
-                solution.peak, solution.extra,
-                profile.step_seconds + solution.extra, plain_peak, budget_bytes, frontier)
+    return Plan(profile, chain, variants, solution.actions, solution.peak, solution.extra,
+                profile.step_seconds + profile.overhead_seconds + solution.extra, plain_peak,
+                budget_bytes, profile.overhead_seconds, frontier)
 
 
 def graph_plan(

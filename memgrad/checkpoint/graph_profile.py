@@ -12,6 +12,23 @@ the articulation points: a cut before op ``c`` is allowed when every buffer that
 residual blocks cuts between blocks, a plain MLP between any two ops). A model with no such
 point is one stage. Each stage's record (``StageInfo``) is what the solver reads; the op
 records are what the runtime replays (NOTE [ Plan runtime ] in graph_runtime.py).
+
+NOTE [ Step time ]
+A planned step costs the plain step, plus what the plan runtime adds to every step (the
+interpreter and the saved-tensor hooks on each op of the forward, the placeholders, the
+schedule's bookkeeping in backward), plus the ops it replays. An op replayed in backward
+does not take its forward time: it runs under no-grad (no node is made), through the
+runtime, between other ops' VJPs, with other values in the caches. So the profile times
+the replays where they happen: it runs steps under a calibration plan that replays every
+op once (each stage but the last runs forward keeping nothing and is replayed keeping all
+before its backward; the last keeps nothing and rebuilds what its backward reads), timing
+each replayed op, in pairs with plain steps. Per op, ``recompute_seconds`` is the mean of
+its replay times (a step takes the sum of its ops' times, slow runs included; an op the
+calibration does not replay gets its forward time scaled by the ratio of replay to forward
+time of those it does); ``overhead_seconds`` is the median over the pairs of what the
+calibration step took beyond the plain step and its replays. The cost model's recompute
+time is the sum of the ``recompute_seconds`` of what a schedule replays, and a plan's
+predicted step time is the plain step's plus the overhead plus that.
 """
 
 from __future__ import annotations
@@ -25,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from memgrad.autograd.grad_mode import enable_grad
+from memgrad.checkpoint.graph_runtime import Layout, planned
 from memgrad.errors import PlanError
 from memgrad.interpreters import Interpreter, push
 from memgrad.memory import allocated_bytes, buffer_of, peak_bytes, reset_peak, track
@@ -33,6 +51,7 @@ from memgrad.tensor import Tensor
 
 __all__ = ["OpRecord", "StageInfo", "GraphProfile", "profile_graph", "MAX_STAGES"]
 
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 MAX_STAGES = 48  # adjacent stages are merged down to this many (the chain solver is cubic)
 # gradient buffers of a stage's largest inner value alive at once in its backward, besides
 # the gradients of its input and output: the one coming in and the one being made
@@ -63,6 +82,8 @@ class OpRecord:
     bwd_peak: int = 0  # most alive from then until the next node that unpacked
     # parameters it reads, with the bytes at a time its VJP adds into an existing .grad
     leaves: list[tuple[Any, int | None]] = field(default_factory=list, repr=False)
+    # its time when the plan runtime replays it in backward (NOTE [ Step time ])
+    recompute_seconds: float = 0.0
 
 
 @dataclass
@@ -83,6 +104,7 @@ class StageInfo:
     bwd_transient: int
     grads: int
     paths: list[str] = field(default_factory=list)
+    recompute_seconds: float = 0.0  # its ops' replay time in backward (NOTE [ Step time ])
 
     @property
     def internal(self) -> dict[int, int]:
@@ -106,19 +128,22 @@ class GraphProfile:
     # forward (the model's output counted there): what the loss saved, the gradient of the
     # output it makes and its VJPs' transients (the two products of a square's backward)
     tail_bwd_bytes: int = 0
+    # what running a step under a plan adds besides the replays (NOTE [ Step time ])
+    overhead_seconds: float = 0.0
+    clock: str = "wall"  # what the times are: "wall" (perf_counter) or "cpu" (process_time)
 
     def value_bytes(self, v: int) -> int:
         return self.ops[self.ops[v].root].nbytes
 
 
 class _Recorder(Interpreter):
-    def __init__(self, paths: list[str], timed: bool) -> None:
+    def __init__(self, paths: list[str], clock: Callable[[], float]) -> None:
         self.ops: list[OpRecord] = []
         self.ids: dict[int, tuple[Tensor, int]] = {}  # id(result) -> (result, op number)
         self.current: OpRecord | None = None
         self.current_args: set[int] = set()
         self.paths = paths
-        self.timed = timed
+        self.clock = clock
         self.times: list[float] = []
         self.start = allocated_bytes()
 
@@ -151,9 +176,9 @@ class _Recorder(Interpreter):
         self.current = rec
         self.current_args = {id(a) for a in args}
         reset_peak()
-        t0 = time.perf_counter()
+        t0 = self.clock()
         out = call_next(prim, args, params)
-        self.times.append(time.perf_counter() - t0)
+        self.times.append(self.clock() - t0)
         self.current = None
         rec.peak = peak_bytes() - self.start
         rec.level = allocated_bytes() - self.start
@@ -211,11 +236,12 @@ def _outputs(result: Any) -> list[Tensor]:
     return []
 
 
-def _record(fn: Callable, inputs: tuple, timed: bool) -> tuple[_Recorder, Any]:
+def _record(fn: Callable, inputs: tuple, clock: Callable[[], float]
+            ) -> tuple[_Recorder, Any]:
     paths = [""]
     handles = _module_paths(fn, paths)
     try:
-        rec = _Recorder(paths, timed)
+        rec = _Recorder(paths, clock)
         with enable_grad(), push(rec):
             result = fn(*inputs)
     finally:
@@ -277,30 +303,37 @@ def _default_loss(out: Any) -> Tensor:
 
 def profile_graph(
     fn: Callable, inputs: tuple, loss_fn: Callable | None = None, repeats: int = 3,
-    cleared_grads: bool = False,
+    cleared_grads: bool = False, clock: str = "wall",
 ) -> GraphProfile:
     """Profile ``fn(*inputs)`` (NOTE [ Graph profile ]): ``repeats`` warm forwards timed op by
-    op (medians), one plain step timed ``repeats`` times (median) and measured once under the
-    tracker for its peak. The step's loss is ``loss_fn(output)``, or the sum of the outputs.
-    Steps start with the parameters' gradients zeroed in place, or, with ``cleared_grads``,
-    set to None (backward then allocates them, and the plan counts them).
+    op (medians), one plain step measured once under the tracker for its peak, and
+    ``repeats`` pairs of a plain step and a step under a plan that replays every op once,
+    which time the step, the ops' replays and the plan runtime's overhead (NOTE [ Step time
+    ]). The step's loss is ``loss_fn(output)``, or the sum of the outputs. Steps start with
+    the parameters' gradients zeroed in place, or, with ``cleared_grads``, set to None
+    (backward then allocates them, and the plan counts them). ``clock`` is what the times
+    are: ``"wall"`` (``time.perf_counter``) or ``"cpu"`` (``time.process_time``, the CPU
+    time of the process's threads, which leaves out other processes on a shared machine).
 
     Example:
         >>> import memgrad as mg
         >>> from memgrad.checkpoint.graph_profile import profile_graph
         >>> model = mg.nn.Sequential(mg.nn.Linear(8, 8), mg.nn.ReLU(), mg.nn.Linear(8, 2))
-        >>> p = profile_graph(model, (mg.randn(4, 8),), repeats=1)
-        >>> [op.name for op in p.ops], len(p.stages)
-        (['linear', 'relu', 'linear'], 3)
+        >>> p = profile_graph(model, (mg.randn(4, 8),), repeats=1, clock="cpu")
+        >>> [op.name for op in p.ops], len(p.stages), p.clock
+        (['linear', 'relu', 'linear'], 3, 'cpu')
     """
+    if clock not in CLOCKS:
+        raise ValueError(f'profile_graph: clock must be "wall" or "cpu", got {clock!r}')
+    tick = CLOCKS[clock]
     step = _step(fn, inputs, loss_fn, cleared_grads)
     step()  # warm: compiled kernels, and .grad made as training makes them
     with track():
-        rec, result = _record(fn, inputs, True)
+        rec, result = _record(fn, inputs, tick)
     times = [rec.times]
     for _ in range(max(0, repeats - 1)):
         with track():
-            again, _ = _record(fn, inputs, True)
+            again, _ = _record(fn, inputs, tick)
         if [o.name for o in again.ops] != [o.name for o in rec.ops]:
             raise PlanError(
                 "plan: two runs of the forward on the same inputs ran different ops; the "
@@ -321,22 +354,69 @@ def profile_graph(
         )
     tail = _tail_bytes(result, loss_fn)
     del result, rec
-    step_times = []
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        step()
-        step_times.append(time.perf_counter() - t0)
     with track() as t:
         step()
     tail_bwd = _measure_backward(fn, inputs, loss_fn, ops)
-    if cleared_grads:
+    _clear_grads(ops, cleared_grads)  # before the stages: they count the gradients made
+    stages = _stages(ops, outputs)
+    _set_backward_transients(stages, ops)
+    profile = GraphProfile(ops, stages, outputs, 0.0, sum(o.seconds for o in ops), tail,
+                           t.peak_above_start, tail_bwd, clock=clock)
+    replaying, timings = _replaying(profile, fn, tick)
+    _time_steps(profile, step, _step(replaying, inputs, loss_fn, cleared_grads), timings,
+                tick, repeats)
+    _clear_grads(ops, cleared_grads)
+    return profile
+
+
+def _clear_grads(ops: list[OpRecord], cleared: bool) -> None:
+    if cleared:
         for op in ops:
             for p, _ in op.leaves:
                 p.grad = None
-    stages = _stages(ops, outputs)
-    _set_backward_transients(stages, ops)
-    return GraphProfile(ops, stages, outputs, statistics.median(step_times),
-                        sum(o.seconds for o in ops), tail, t.peak_above_start, tail_bwd)
+
+
+def _replaying(profile: GraphProfile, fn: Callable, clock: Callable[[], float]
+               ) -> tuple[Callable, list[dict[int, float]]]:
+    """``fn`` under the calibration plan (NOTE [ Step time ]), and the list that gets, per
+    call, the replay seconds of each op."""
+    n = len(profile.stages)
+    variants = [[frozenset(st.saved), frozenset()] for st in profile.stages]
+    actions: list[tuple] = [("fwd", j, None) for j in range(n - 1)]
+    actions += [("fwd", n - 1, 1), ("bwd", n - 1)]
+    for j in range(n - 2, -1, -1):
+        actions += [("fwd", j, 0), ("bwd", j)]
+    timings: list[dict[int, float]] = []
+    return planned(Layout(profile, variants, actions), fn, timings, clock), timings
+
+
+def _time_steps(profile: GraphProfile, plain: Callable[[], None], replaying: Callable[[], None],
+                timings: list[dict[int, float]], clock: Callable[[], float], repeats: int
+                ) -> None:
+    """Time plain steps and calibration steps in pairs (NOTE [ Step time ]): the plain
+    step's median, each op's replay seconds (mean), and the runtime's overhead (the
+    median over pairs of what the calibration step took beyond the plain step and its
+    replays, at least 0)."""
+    replaying()  # warm
+    plain_s, overhead = [], []
+    for _ in range(max(1, repeats)):
+        t0 = clock()
+        plain()
+        t1 = clock()
+        replaying()
+        t2 = clock()
+        plain_s.append(t1 - t0)
+        overhead.append(t2 - t1 - (t1 - t0) - sum(timings[-1].values()))
+    profile.step_seconds = statistics.median(plain_s)
+    profile.overhead_seconds = max(0.0, statistics.median(overhead))
+    runs = timings[1:]  # the mean: a step takes the sum of its ops' times, tails included
+    measured = {k: statistics.fmean(r[k] for r in runs) for k in runs[0]} if runs else {}
+    forward = sum(profile.ops[k].seconds for k in measured)
+    ratio = sum(measured.values()) / forward if forward > 0 else 1.0
+    for k, op in enumerate(profile.ops):
+        op.recompute_seconds = measured.get(k, op.seconds * ratio)
+    for st in profile.stages:
+        st.recompute_seconds = sum(o.recompute_seconds for o in profile.ops[st.lo:st.hi])
 
 
 class _Numbering(Interpreter):

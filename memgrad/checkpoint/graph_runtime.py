@@ -157,8 +157,10 @@ class _Placeholder:
 class _Run(Interpreter):
     """One planned forward and the backward that reads it (NOTE [ Plan runtime ])."""
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, clock: Callable[[], float] | None = None) -> None:
         self.layout = layout
+        self.clock = clock  # set: each replayed op's seconds go to replay_seconds
+        self.replay_seconds: dict[int, float] = {}
         self.k = 0
         self.current: int | None = None
         self.specs: list[tuple] = []
@@ -313,9 +315,12 @@ class _Run(Interpreter):
                 stack.extend((w, False) for kind, w in self.specs[u]
                              if kind == "v" and self._lookup(w, local) is None)
                 continue
+            start = self.clock() if self.clock is not None else 0.0
             args = [self._lookup(x, local) if kind == "v" else x for kind, x in self.specs[u]]
             with no_grad():
                 local[u] = apply_op(self.layout.ops[u].prim, tuple(args), self.params[u])
+            if self.clock is not None:
+                self.replay_seconds[u] = self.replay_seconds.get(u, 0.0) + self.clock() - start
         return local[v]
 
 
@@ -327,15 +332,21 @@ def _unpack(packed: Any) -> Tensor:
     return packed
 
 
-def planned(layout: Layout, function: Callable[..., Any]) -> Callable[..., Any]:
+def planned(layout: Layout, function: Callable[..., Any],
+            timings: list[dict[int, float]] | None = None,
+            clock: Callable[[], float] | None = None) -> Callable[..., Any]:
     """``function`` run as a planned forward (NOTE [ Plan runtime ]); in no-grad mode it runs
-    as it is."""
+    as it is. With ``timings`` (and ``clock``), each call appends the dict into which its
+    backward puts the ``clock`` seconds of every op it replays (what the profile calibrates
+    the cost model's recompute times with)."""
 
     @functools.wraps(function)
     def run(*args: Any, **kwargs: Any) -> Any:
         if not state.grad_enabled:
             return function(*args, **kwargs)
-        r = _Run(layout)
+        r = _Run(layout, clock if timings is not None else None)
+        if timings is not None:
+            timings.append(r.replay_seconds)
         with saved_tensors_hooks_with_op(r.pack, _unpack), interpreters.push(r):
             out = function(*args, **kwargs)
         r.finish()

@@ -673,6 +673,7 @@ def run_plan(args: argparse.Namespace) -> int:
             "predicted_peak_bytes": p.predicted_peak,
             "predicted_plain_peak_bytes": p.predicted_plain_peak,
             "predicted_extra_seconds": p.predicted_extra_seconds,
+            "predicted_overhead_seconds": p.predicted_overhead_seconds,
             "predicted_step_seconds": p.predicted_step_seconds,
             "modules": [{"path": r.path, "kept": r.kept, "kept_bytes": r.kept_bytes,
                          "recomputed": r.recomputed, "recomputed_bytes": r.recomputed_bytes,
@@ -704,7 +705,7 @@ def run_plan(args: argparse.Namespace) -> int:
     )
     out.print(
         f"predicted extra time: {p.predicted_extra_seconds * 1e3:.1f} ms per step (values "
-        "rebuilt in backward), a step of "
-        f"{p.predicted_step_seconds * 1e3:.1f} ms"
+        f"rebuilt in backward) and {p.predicted_overhead_seconds * 1e3:.1f} ms of the plan's "
+        f"runtime, a step of {p.predicted_step_seconds * 1e3:.1f} ms"
     )
     return 0

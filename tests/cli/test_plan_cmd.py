@@ -12,7 +12,10 @@ def test_plan_json_fits_the_budget(cli):
     assert p["budget"] == "75%" and p["budget_bytes"] == int(0.75 * p["plain_peak_bytes"])
     assert p["predicted_peak_bytes"] <= p["budget_bytes"]
     assert p["stages"] > 1 and p["ops"] >= p["stages"] and p["levels"] >= 1
-    assert p["predicted_extra_seconds"] > 0
+    assert p["predicted_extra_seconds"] > 0 and p["predicted_overhead_seconds"] >= 0
+    # the plain step's time, the runtime's overhead and the recomputation
+    assert p["predicted_step_seconds"] > p["predicted_extra_seconds"] + p[
+        "predicted_overhead_seconds"]
     modules = {m["path"]: m for m in p["modules"]}
     assert "0.0" in modules and "15.1" in modules  # Linear and ReLU of the first and last
     assert sum(m["recomputed"] for m in modules.values()) > 0
@@ -26,7 +29,7 @@ def test_plan_prints_values_by_module_and_predictions(cli):
     assert "memgrad plan transformer (small): " in out and " stages" in out
     assert "plain step peak (measured): " in out and "budget: 50% = " in out
     for text in ("module", "kept bytes", "recomputed bytes", "recompute time", "1.attn",
-                 "predicted peak: ", "predicted extra time: "):
+                 "predicted peak: ", "predicted extra time: ", " of the plan's runtime"):
         assert text in out
     assert "% of the plain peak" in out
 
