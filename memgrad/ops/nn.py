@@ -105,8 +105,9 @@ def _rows_in_parts(blocks: int, rows_per_block: int, cost: int, work: Any) -> No
 
 ADD_BLOCK_BYTES = 1 << 20  # the temporary of one row block of _add_product
 # multiply-adds from which a product that adds into its output goes to BLAS through
-# parts.Gemm (NOTE [ Accumulating GEMM ]): below, the ctypes call costs more than the pass
-GEMM_MIN_MACS = 1 << 18
+# parts.Gemm (NOTE [ Accumulating GEMM ]): below, its ctypes call and checks cost more than
+# the pass they save
+GEMM_MIN_MACS = parts.PARTS_MIN_MACS
 
 
 @primitive("linear", saves={"x": (1,), "weight": (0,)}, kind="matmul", accumulates=(1,),

@@ -473,11 +473,11 @@ def test_large_linear_adds_its_bias_and_weight_gradient_inside_the_gemm(dtype):
     from memgrad.ops import nn as ops_nn
 
     rng = np.random.default_rng(7)
-    x = rng.standard_normal((3, 40, 96)).astype(dtype)
-    w = rng.standard_normal((80, 96)).astype(dtype)
-    b = rng.standard_normal(80).astype(dtype)
-    assert 120 * w.size >= ops_nn.GEMM_MIN_MACS
-    g = rng.standard_normal((3, 40, 80)).astype(dtype)
+    x = rng.standard_normal((4, 64, 256)).astype(dtype)
+    w = rng.standard_normal((160, 256)).astype(dtype)
+    b = rng.standard_normal(160).astype(dtype)
+    assert 256 * w.size >= ops_nn.GEMM_MIN_MACS
+    g = rng.standard_normal((4, 64, 160)).astype(dtype)
     xt, wt, bt = (mg.tensor(a, requires_grad=True) for a in (x, w, b))
     start = rng.standard_normal(w.shape).astype(dtype)
     wt.grad = mg.tensor(start.copy())
@@ -485,7 +485,7 @@ def test_large_linear_adds_its_bias_and_weight_gradient_inside_the_gemm(dtype):
     out.backward(mg.tensor(g))
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out.numpy(), x @ w.T + b, rtol=tol, atol=tol)
-    g2, x2 = g.reshape(-1, 80), x.reshape(-1, 96)
+    g2, x2 = g.reshape(-1, 160), x.reshape(-1, 256)
     np.testing.assert_allclose(wt.grad.numpy(), start + g2.T @ x2, rtol=tol, atol=tol)
     np.testing.assert_allclose(xt.grad.numpy(), g @ w, rtol=tol, atol=tol)
     np.testing.assert_allclose(bt.grad.numpy(), g2.sum(0), rtol=tol, atol=tol)
