@@ -1,8 +1,9 @@
 """Make the table of docs/design.md that lists the core's files and their sizes.
 
 The core is ``memgrad/tensor.py``, ``memgrad/autograd/`` (less ``functional.py``, written on
-``autograd.grad`` alone), ``memgrad/ops/registry.py`` and ``memgrad/interpreters.py``; ``tests/test_design.py`` fails when the table differs from what
-this makes, or when the core outgrows its budget.
+``autograd.grad`` alone), ``memgrad/ops/registry.py`` and ``memgrad/interpreters.py``;
+``tests/test_design.py`` fails when the table differs from what this makes, or when the core
+outgrows its budget.
 
 Usage:
     python tools/design_tables.py          # rewrite the table

@@ -105,11 +105,17 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _one_blas_thread(set_local: Any, work: Callable[[int, int], Any], lo: int, hi: int) -> Any:
+def _one_blas_thread(set_local: Any, box: list, lo: int, hi: int) -> Any:
+    """``work(lo, hi)`` with one BLAS thread, ``work`` taken out of ``box``: the pool's
+    worker holds its arguments until after it has reported the result, and the arrays the
+    work closes over must not outlive the op by that moment (for the memory tracker they
+    would be alive past their last use)."""
+    work = box.pop()
     prev = set_local(1)
     try:
         return work(lo, hi)
     finally:
+        del work
         set_local(prev)
 
 
@@ -134,7 +140,7 @@ def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
                 Parts.size = k - 1
             pool = Parts.pool
         ends = [n * i // k for i in range(k + 1)]
-        futures = [pool.submit(_one_blas_thread, set_local, work, ends[i], ends[i + 1])
+        futures = [pool.submit(_one_blas_thread, set_local, [work], ends[i], ends[i + 1])
                    for i in range(1, k)]
         try:
             first = work(0, ends[1])

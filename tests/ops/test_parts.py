@@ -57,6 +57,22 @@ def test_batched_matmul_in_parts_equals_numpy(two_threads, batch):
     assert helpers, "no part ran on a helper thread"
 
 
+def test_a_part_lets_go_of_its_work_before_it_reports_done(two_threads):
+    # the pool's worker holds a part's arguments until after the result is reported: the
+    # work (and the arrays it closes over) must already be gone from them by then, or they
+    # outlive the op for the memory tracker
+    import weakref
+
+    data = np.ones(1000)
+    ref = weakref.ref(data)
+    box = [lambda lo, hi, d=data: float(d[lo:hi].sum())]
+    del data
+    assert parts_mod._one_blas_thread(lambda n: 2, box, 0, 10) == 10.0
+    assert box == [] and ref() is None
+    values = parts_mod.in_parts(4, parts_mod.PARTS_MIN_MACS, lambda lo, hi: hi - lo)
+    assert values == [2, 2]
+
+
 def test_transposed_operands_and_the_calling_threads_count_restored(two_threads):
     rng = np.random.default_rng(1)
     k = rng.standard_normal((2, 3, 5, 4))
