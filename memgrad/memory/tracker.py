@@ -18,7 +18,6 @@ With accounting off, the per-op path pays the dispatcher's one check.
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import gc
 import threading
@@ -97,6 +96,8 @@ class _Accounting:
         self.allocated = 0
         self.peak = 0
         self.traces: list[Trace] = []
+        # a Ctrl-C that landed in ``release``, to raise in the main thread's next op
+        self.interrupted = False
 
     def register(self, data: np.ndarray) -> None:
         base = buffer_of(data)
@@ -126,9 +127,16 @@ class _Accounting:
                 if entry is not None and self.live.pop(entry[1], None) is not None:
                     self.allocated -= entry[2]
         except KeyboardInterrupt:
-            # a weak reference's callback cannot raise (Python prints and drops the error):
-            # a Ctrl-C that lands here is delivered again, to the code the free interrupted
-            _thread.interrupt_main()
+            # a weak reference's callback cannot raise (Python prints and drops the error),
+            # nor send the signal again (the main thread would take it inside this handler,
+            # and drop it the same way): the main thread's next op raises it
+            self.interrupted = True
+
+    def raise_interrupt(self) -> None:
+        """Raise the Ctrl-C that landed in ``release``, in the main thread (once)."""
+        if self.interrupted and threading.current_thread() is threading.main_thread():
+            self.interrupted = False
+            raise KeyboardInterrupt
 
     def timeline(self, op: str) -> None:
         if not self.traces:
@@ -151,6 +159,8 @@ class _Accountant(Interpreter):
         self.accounting = accounting
 
     def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
+        if self.accounting.interrupted:
+            self.accounting.raise_interrupt()
         try:
             return call_next(prim, args, params)
         finally:  # also when the op was interrupted (a recompute's early stop)
@@ -208,6 +218,7 @@ def disable() -> None:
         _accounting.live.clear()
         _accounting.refs.clear()
         _accounting.allocated = _accounting.peak = 0
+    _accounting.raise_interrupt()
 
 
 def _scan_bytes() -> int:
