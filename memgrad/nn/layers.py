@@ -590,9 +590,9 @@ class Conv2d(Module):
     def extra_repr(self) -> str:
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding != (0, 0):
+        if any(self.padding):
             s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if any(d != 1 for d in self.dilation):
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
@@ -637,18 +637,7 @@ class Conv3d(Module):
         return F.conv3d(input, self.weight, self.bias, self.stride, self.padding,
                         self.dilation, self.groups)
 
-    def extra_repr(self) -> str:
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}")
-        if self.padding != (0, 0, 0):
-            s += f", padding={self.padding}"
-        if self.dilation != (1, 1, 1):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        return s
+    extra_repr = Conv2d.extra_repr
 
 
 class ConvTranspose2d(Module):
@@ -819,18 +808,7 @@ class Conv1d(Module):
         return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
                         self.dilation, self.groups)
 
-    def extra_repr(self) -> str:
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}")
-        if self.padding != (0,):
-            s += f", padding={self.padding}"
-        if self.dilation != (1,):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        return s
+    extra_repr = Conv2d.extra_repr
 
 
 class AvgPool2d(Module):
