@@ -15,9 +15,8 @@ chunks of rows), so that parts of the rows can run on several threads.
 The backward kernels recompute ``mean`` and ``rstd`` from the row (one extra read of data
 that is in cache) instead of taking them saved from the forward: the op table keeps one
 output per primitive, and this way nothing but the input is kept for backward. Float32
-rows accumulate in float64 (the element-wise arithmetic after the sums runs in the rows'
-dtype, so that float32 rows fill eight SIMD lanes); rows of length 0 give empty results.
-``*_reference`` are the NumPy formulations.
+rows accumulate in float64; rows of length 0 give empty results. ``*_reference`` are the
+NumPy formulations.
 """
 
 import math
@@ -91,9 +90,8 @@ def layer_norm_forward_into(x, weight, bias, eps, out):
         return
     for i in range(x.shape[0]):
         mean, rstd = _row_stats(x, i, eps)
-        m, r = x.dtype.type(mean), x.dtype.type(rstd)  # float32 rows: float32 lanes
         for j in range(x.shape[1]):
-            out[i, j] = (x[i, j] - m) * r * weight[j] + bias[j]
+            out[i, j] = (x[i, j] - mean) * rstd * weight[j] + bias[j]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -118,11 +116,11 @@ def layer_norm_backward_into(g, x, weight, eps, out):
     for i in range(x.shape[0]):
         mean, rstd = _row_stats(x, i, eps)
         sa, sah = _row_grad_sums(g, x, weight, i, mean, rstd)
-        t = x.dtype.type  # float32 rows: float32 lanes
-        m, r, ma, mah = t(mean), t(rstd), t(sa * inv_d), t(sah * inv_d)
+        ma = sa * inv_d
+        mah = sah * inv_d
         for j in range(x.shape[1]):
-            h = (x[i, j] - m) * r
-            out[i, j] = r * (g[i, j] * weight[j] - ma - h * mah)
+            h = (x[i, j] - mean) * rstd
+            out[i, j] = rstd * (g[i, j] * np.float64(weight[j]) - ma - h * mah)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

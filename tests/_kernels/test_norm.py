@@ -101,3 +101,13 @@ def test_into_kernels_fill_out_and_check_their_shapes():
         N.layer_norm_backward_into(g[:3], x, w, 1e-5, out)
     with pytest.raises(ValueError, match="partial must be"):
         N.layer_norm_weight_grad_chunks(g, x, 1e-5, np.zeros((2, 5)))
+
+
+def test_layer_norm_backward_of_two_close_values_far_from_zero():
+    # centred values of float32 rows near -100 lose digits when the arithmetic after the
+    # float64 row sums runs in float32: the kernel keeps it in float64
+    x = np.array([[-99.87427, -100.1321], [-99.35958, -99.8951]], dtype=np.float32)
+    g = np.array([[-0.5356694, 0.36159506], [1.304, 0.94708097]], dtype=np.float32)
+    w = np.array([-0.70373523, -1.2654215], dtype=np.float32)
+    want = N.layer_norm_backward_reference(*_f64(g, x, w), 1e-5)
+    _close(N.layer_norm_backward(g, x, w, 1e-5), want, x.dtype)
