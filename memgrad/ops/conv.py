@@ -443,37 +443,11 @@ def conv2d(
     if input.ndim == 3:
         out = conv2d(unsqueeze(input, 0), weight, bias, stride, padding, dilation, groups)
         return squeeze(out, 0)
-    if weight.ndim != 4:
-        raise ShapeError(
-            f"{api}: expected a 4-D weight (out_channels, in_channels / groups, kH, kW), got "
-            f"shape {weight.shape}"
-        )
-    _check_dtypes(api, input, weight, bias)
-    stride = _pair(stride, "stride", api, low=1)
-    padding = _pair(padding, "padding", api, low=0)
-    dilation = _pair(dilation, "dilation", api, low=1)
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
-        raise ValueError(f"{api}: groups must be a positive int, got {groups!r}")
-    groups = int(groups)
-    n, c, h, w = input.shape
-    co, cg, kh, kw = weight.shape
-    if co % groups:
-        raise ShapeError(
-            f"{api}: weight of shape {weight.shape} has {co} output channels, which groups="
-            f"{groups} does not divide"
-        )
-    if c != cg * groups:
-        raise ShapeError(
-            f"{api}: weight of shape {weight.shape} with groups={groups} expects an input with "
-            f"{cg * groups} channels (weight.shape[1] * groups), but the input of shape "
-            f"{input.shape} has {c}"
-        )
-    if bias is not None and tuple(bias.shape) != (co,):
-        raise ShapeError(
-            f"{api}: bias must have shape ({co},) (one value per output channel of the weight "
-            f"of shape {weight.shape}), got {bias.shape}"
-        )
-    _check_window(api, (h, w), (kh, kw), padding, dilation)
+    groups = _check_weight(api, input, weight, bias, groups)
+    stride = _sizes(stride, "stride", api, low=1)
+    padding = _sizes(padding, "padding", api, low=0)
+    dilation = _sizes(dilation, "dilation", api, low=1)
+    _check_window(api, input.shape[2:], weight.shape[2:], padding, dilation)
     return _conv2d(
         input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups
     )
@@ -534,10 +508,10 @@ def conv_transpose2d(
             f"shape {weight.shape}"
         )
     _check_dtypes(api, input, weight, bias)
-    stride = _pair(stride, "stride", api, low=1)
-    padding = _pair(padding, "padding", api, low=0)
-    dilation = _pair(dilation, "dilation", api, low=1)
-    extra = _pair(output_padding, "output_padding", api, low=0)
+    stride = _sizes(stride, "stride", api, low=1)
+    padding = _sizes(padding, "padding", api, low=0)
+    dilation = _sizes(dilation, "dilation", api, low=1)
+    extra = _sizes(output_padding, "output_padding", api, low=0)
     if extra[0] >= stride[0] or extra[1] >= stride[1]:
         raise ValueError(f"{api}: output_padding {extra} must be smaller than stride {stride} "
                          "in each dimension")
@@ -709,10 +683,10 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1) -
         return squeeze(max_pool2d(unsqueeze(input, 0), kernel_size, stride, padding, dilation), 0)
     if input.dtype.kind != "f":
         raise TypeError(f"{api}: expected a floating-point input, got dtype {input.dtype}")
-    kernel_size = _pair(kernel_size, "kernel_size", api, low=1)
-    stride = kernel_size if stride is None else _pair(stride, "stride", api, low=1)
-    padding = _pair(padding, "padding", api, low=0)
-    dilation = _pair(dilation, "dilation", api, low=1)
+    kernel_size = _sizes(kernel_size, "kernel_size", api, low=1)
+    stride = kernel_size if stride is None else _sizes(stride, "stride", api, low=1)
+    padding = _sizes(padding, "padding", api, low=0)
+    dilation = _sizes(dilation, "dilation", api, low=1)
     if padding[0] > kernel_size[0] // 2 or padding[1] > kernel_size[1] // 2:
         raise ValueError(
             f"{api}: padding {padding} must be at most half of kernel_size {kernel_size}, as in "
@@ -844,9 +818,9 @@ def avg_pool2d(
             f"{api}: ceil_mode=True is not supported; pad the input (or choose the padding) so "
             "that the windows fit, and use ceil_mode=False"
         )
-    kernel = _pair(kernel_size, "kernel_size", api, low=1)
-    stride = kernel if stride is None else _pair(stride, "stride", api, low=1)
-    padding = _pair(padding, "padding", api, low=0)
+    kernel = _sizes(kernel_size, "kernel_size", api, low=1)
+    stride = kernel if stride is None else _sizes(stride, "stride", api, low=1)
+    padding = _sizes(padding, "padding", api, low=0)
     if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
         raise ValueError(
             f"{api}: padding {padding} must be at most half of kernel_size {kernel}, as in "
@@ -919,16 +893,56 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
 # ---------------------------------------------------------------------------- checks
 
 
-def _pair(value, name: str, api: str, low: int) -> tuple[int, int]:
-    pair = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
-    if len(pair) != 2 or not all(
-        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in pair
+_COUNT = {2: "a pair", 3: "a triple"}
+
+
+def _sizes(value, name: str, api: str, low: int, n: int = 2) -> tuple[int, ...]:
+    """``value`` (an int, or n ints) as n ints of at least ``low``."""
+    sizes = tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
+    if len(sizes) != n or not all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in sizes
     ):
-        raise TypeError(f"{api}: {name} must be an int or a pair of ints, got {value!r}")
-    if min(pair) < low:
+        raise TypeError(f"{api}: {name} must be an int or {_COUNT[n]} of ints, got {value!r}")
+    if min(sizes) < low:
         limit = "positive" if low == 1 else "non-negative"
         raise ValueError(f"{api}: {name} must be {limit}, got {value!r}")
-    return int(pair[0]), int(pair[1])
+    return tuple(int(v) for v in sizes)
+
+
+_KERNEL_DIMS = {2: "kH, kW", 3: "kD, kH, kW"}
+
+
+def _check_weight(api: str, input: Tensor, weight: Tensor, bias, groups) -> int:
+    """A convolution's weight (as many dimensions as the batched input), dtypes, groups and
+    bias checked against the input; returns groups as an int."""
+    if weight.ndim != input.ndim:
+        raise ShapeError(
+            f"{api}: expected a {input.ndim}-D weight (out_channels, in_channels / groups, "
+            f"{_KERNEL_DIMS[input.ndim - 2]}), got shape {weight.shape}"
+        )
+    _check_dtypes(api, input, weight, bias)
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{api}: groups must be a positive int, got {groups!r}")
+    groups = int(groups)
+    c = input.shape[1]
+    co, cg = weight.shape[:2]
+    if co % groups:
+        raise ShapeError(
+            f"{api}: weight of shape {weight.shape} has {co} output channels, which groups="
+            f"{groups} does not divide"
+        )
+    if c != cg * groups:
+        raise ShapeError(
+            f"{api}: weight of shape {weight.shape} with groups={groups} expects an input with "
+            f"{cg * groups} channels (weight.shape[1] * groups), but the input of shape "
+            f"{input.shape} has {c}"
+        )
+    if bias is not None and tuple(bias.shape) != (co,):
+        raise ShapeError(
+            f"{api}: bias must have shape ({co},) (one value per output channel of the weight "
+            f"of shape {weight.shape}), got {bias.shape}"
+        )
+    return groups
 
 
 def _check_dtypes(api: str, input: Tensor, weight: Tensor, bias) -> None:
@@ -948,7 +962,7 @@ def _check_dtypes(api: str, input: Tensor, weight: Tensor, bias) -> None:
 def _check_window(api: str, size, kernel, padding, dilation) -> None:
     padded = tuple(s + 2 * p for s, p in zip(size, padding))
     span = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
-    if span[0] > padded[0] or span[1] > padded[1]:
+    if any(a > b for a, b in zip(span, padded)):
         raise ShapeError(
             f"{api}: the kernel {tuple(kernel)} with dilation {dilation} spans {span}, larger "
             f"than the padded input {padded} (input {tuple(size)} plus padding {padding} on "
@@ -1004,10 +1018,10 @@ def _(g, out, needs, cols, output_size, kernel_size, dilation, padding, stride):
 
 
 def _window_args(api: str, kernel_size, dilation, padding, stride) -> dict:
-    return dict(kernel_size=_pair(kernel_size, "kernel_size", api, low=1),
-                dilation=_pair(dilation, "dilation", api, low=1),
-                padding=_pair(padding, "padding", api, low=0),
-                stride=_pair(stride, "stride", api, low=1))
+    return dict(kernel_size=_sizes(kernel_size, "kernel_size", api, low=1),
+                dilation=_sizes(dilation, "dilation", api, low=1),
+                padding=_sizes(padding, "padding", api, low=0),
+                stride=_sizes(stride, "stride", api, low=1))
 
 
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
@@ -1076,7 +1090,7 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     if input.dtype.kind != "f":
         raise TypeError(f"{api}: expected a floating-point input, got dtype {input.dtype}")
     params = _window_args(api, kernel_size, dilation, padding, stride)
-    size = _pair(output_size, "output_size", api, low=1)
+    size = _sizes(output_size, "output_size", api, low=1)
     kh, kw = params["kernel_size"]
     _check_window(api, size, params["kernel_size"], params["padding"], params["dilation"])
     oh, ow = (_out_size(s, k, st, p, d) for s, k, st, p, d in zip(

@@ -17,23 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from memgrad.errors import ShapeError
-from memgrad.ops.conv import _check_dtypes, conv2d
+from memgrad.ops.conv import _check_weight, _check_window, _sizes, conv2d
 from memgrad.ops.movement import cat, permute, reshape, squeeze, unsqueeze
 from memgrad.tensor import Tensor
 
 __all__ = ["conv3d"]
-
-
-def _triple(value, name: str, api: str, low: int) -> tuple[int, int, int]:
-    triple = tuple(value) if isinstance(value, (tuple, list)) else (value,) * 3
-    if len(triple) != 3 or not all(
-        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in triple
-    ):
-        raise TypeError(f"{api}: {name} must be an int or a triple of ints, got {value!r}")
-    if min(triple) < low:
-        limit = "positive" if low == 1 else "non-negative"
-        raise ValueError(f"{api}: {name} must be {limit}, got {value!r}")
-    return int(triple[0]), int(triple[1]), int(triple[2])
 
 
 def _pad_depth(x: Tensor, pad: int) -> Tensor:
@@ -42,26 +30,6 @@ def _pad_depth(x: Tensor, pad: int) -> Tensor:
     n, c, _, h, w = x.shape
     zeros = Tensor(np.zeros((n, c, pad, h, w), dtype=x.dtype))
     return cat([zeros, x, zeros], 2)
-
-
-def _check(api: str, input: Tensor, weight: Tensor, bias: Tensor | None, groups: int) -> None:
-    if weight.ndim != 5:
-        raise ShapeError(f"{api}: expected a 5-D weight (out_channels, in_channels / groups, "
-                         f"kD, kH, kW), got shape {weight.shape}")
-    _check_dtypes(api, input, weight, bias)
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
-        raise ValueError(f"{api}: groups must be a positive int, got {groups!r}")
-    co, cg = weight.shape[:2]
-    if co % groups or input.shape[1] != cg * groups:
-        raise ShapeError(
-            f"{api}: weight of shape {weight.shape} with groups={groups} expects an input "
-            f"with {cg * groups} channels (weight.shape[1] * groups) and out_channels "
-            f"divisible by groups, but the input of shape {input.shape} has "
-            f"{input.shape[1]}"
-        )
-    if bias is not None and tuple(bias.shape) != (co,):
-        raise ShapeError(f"{api}: bias must have shape ({co},) (one value per output channel "
-                         f"of the weight of shape {weight.shape}), got {bias.shape}")
 
 
 def conv3d(
@@ -105,20 +73,14 @@ def conv3d(
     if input.ndim != 5:
         raise ShapeError(f"{api}: expected a 4-D (unbatched C, D, H, W) or 5-D (batched N, "
                          f"C, D, H, W) input, got shape {input.shape}")
-    _check(api, input, weight, bias, groups)
-    (sd, sh, sw) = _triple(stride, "stride", api, low=1)
-    (pd, ph, pw) = _triple(padding, "padding", api, low=0)
-    (dd, dh, dw) = _triple(dilation, "dilation", api, low=1)
+    groups = _check_weight(api, input, weight, bias, groups)
+    (sd, sh, sw) = _sizes(stride, "stride", api, low=1, n=3)
+    (pd, ph, pw) = _sizes(padding, "padding", api, low=0, n=3)
+    (dd, dh, dw) = _sizes(dilation, "dilation", api, low=1, n=3)
+    _check_window(api, input.shape[2:], weight.shape[2:], (pd, ph, pw), (dd, dh, dw))
     n, c, depth, h, w = input.shape
     co, _, kd = weight.shape[:3]
-    padded = tuple(size + 2 * p for size, p in zip(input.shape[2:], (pd, ph, pw)))
-    spans = tuple(d * (k - 1) + 1 for k, d in zip(weight.shape[2:], (dd, dh, dw)))
-    if any(a > b for a, b in zip(spans, padded)):
-        raise ShapeError(f"{api}: the kernel {tuple(weight.shape[2:])} with dilation "
-                         f"{(dd, dh, dw)} spans {spans}, larger than the padded input {padded} "
-                         f"(input {tuple(input.shape[2:])} plus padding {(pd, ph, pw)} on each "
-                         "side); use a smaller kernel or more padding")
-    od = (padded[0] - spans[0]) // sd + 1
+    od = (depth + 2 * pd - dd * (kd - 1) - 1) // sd + 1
     x = _pad_depth(input, pd)
     out = None
     for k in range(kd):
@@ -126,7 +88,7 @@ def conv3d(
         # the depth slices kernel slice k meets, one per output depth, as a batch of images
         planes = x[:, :, first:first + (od - 1) * sd + 1:sd]
         planes = reshape(permute(planes, 0, 2, 1, 3, 4), n * od, c, h, w)
-        part = conv2d(planes, weight[:, :, k], None, (sh, sw), (ph, pw), (dh, dw), int(groups))
+        part = conv2d(planes, weight[:, :, k], None, (sh, sw), (ph, pw), (dh, dw), groups)
         out = part if out is None else out + part
     assert out is not None
     oh, ow = out.shape[2], out.shape[3]

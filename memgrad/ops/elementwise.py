@@ -61,13 +61,19 @@ def _kernel_dtype(a) -> bool:
 def flat_kernel(kernel, *arrays: np.ndarray) -> np.ndarray:
     """Run an elementwise numba kernel (flat arrays in and out) on arrays of one shape,
     through flat contiguous views (copies only when an array is not contiguous)."""
+    shape, flat = _flat(arrays)
+    return kernel(*flat).reshape(shape)
+
+
+def _flat(arrays: tuple[np.ndarray, ...]) -> tuple[tuple[int, ...], list[np.ndarray]]:
+    """The common shape of ``arrays`` and their flat contiguous views in their result dtype
+    (copies only when an array is not contiguous or has another dtype)."""
     shape = arrays[0].shape
     for a in arrays[1:]:
         if a.shape != shape:
             raise ValueError(f"shapes {shape} and {a.shape} must be equal")
     dtype = np.result_type(*arrays)
-    flat = [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in arrays]
-    return kernel(*flat).reshape(shape)
+    return shape, [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in arrays]
 
 
 def flat_kernel_in_parts(kernel_into, cost: int, *arrays: np.ndarray) -> np.ndarray:
@@ -77,13 +83,8 @@ def flat_kernel_in_parts(kernel_into, cost: int, *arrays: np.ndarray) -> np.ndar
     ops/nn.py). ``cost`` is one element's work in multiply-adds, so that small arrays stay
     on the calling thread. Each element is computed as by one call, so the result does not
     depend on the split."""
-    shape = arrays[0].shape
-    for a in arrays[1:]:
-        if a.shape != shape:
-            raise ValueError(f"shapes {shape} and {a.shape} must be equal")
-    dtype = np.result_type(*arrays)
-    flat = [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in arrays]
-    out = np.empty(flat[0].shape, dtype=dtype)
+    shape, flat = _flat(arrays)
+    out = np.empty_like(flat[0])
 
     def work(lo: int, hi: int) -> None:
         kernel_into(*[a[lo:hi] for a in flat], out[lo:hi])
