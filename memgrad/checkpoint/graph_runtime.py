@@ -18,10 +18,11 @@ replays stage i's ops from its input under no-grad and caches the placeholders o
 that variant v keeps; ``("drop", i)`` frees a_i; passing ``("bwd", i)`` frees what stage i
 held. A placeholder not cached then is rebuilt from what is held, by replaying the ops that
 make it (and whatever else of its stage is still to be read is cached on the way). A cached
-value is freed when its last placeholder is unpacked. Replays run the same primitives on
-the same inputs, so every gradient is bit-identical to the plain run; a value that is not
-where the schedule expects it is rebuilt from further back (down to the inputs and the
-outside tensors the forward recorded), which costs time but never changes a result.
+value is freed when its last placeholder is unpacked, or when the stage that reads it is done
+and the stage that made it is replayed next (which makes it again). Replays run the same
+primitives on the same inputs, so every gradient is bit-identical to the plain run; a value
+that is not where the schedule expects it is rebuilt from further back (down to the inputs
+and the outside tensors the forward recorded), which costs time but never changes a result.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class Layout:
             self.imports.append(sorted(
                 {v for op in self.ops[st.lo:st.hi] for kind, v in op.args
                  if kind == "v" and v < st.lo}))
+        self.remade_after = self._remade_after()
         self.last_use: list[dict[int, int]] = []  # per stage: value -> its last reader there
         for st in self.stages:
             last: dict[int, int] = {}
@@ -101,6 +103,22 @@ class Layout:
         self._sources: dict[tuple[int, int], frozenset[int]] = {}
         self.hold_forward = frozenset(held & needed).union(
             *(self.sources(j, m) for j, m in enumerate(self.mode) if m))
+
+    def _remade_after(self) -> dict[int, list[int]]:
+        """At each ``("bwd", j)`` of the backward part: j's inputs that the node of the stage
+        that made them still reads (it saves its output), where that stage's next action is
+        a replay, which makes them again. Cached until then, they would outlive the
+        schedule's a_j, on top of the replays in between."""
+        remade: dict[int, list[int]] = {}
+        upcoming: dict[int, str] = {}
+        for i in range(len(self.backward) - 1, -1, -1):
+            kind, j = self.backward[i][:2]
+            if kind == "bwd":
+                remade[i] = [v for v in self.imports[j]
+                             if upcoming.get(self.stage_of[v]) == "fwd"]
+            if kind != "drop":
+                upcoming[j] = kind
+        return remade
 
     def sources(self, j: int, mode: int) -> frozenset[int]:
         """The values of stage j, kept when it runs in ``mode``, that the ops it rebuilds
@@ -252,13 +270,16 @@ class _Run(Interpreter):
                 for v in self.layout.imports[a[1]]:
                     self.env.pop(v, None)
             else:
-                self._release(a[1])
+                self._release(a[1], self.pos - 1)
 
-    def _release(self, j: int) -> None:
-        """Stage j's backward is over: free its input, its output and what it kept."""
+    def _release(self, j: int, at: int) -> None:
+        """Stage j's backward (action ``at`` of the backward part) is over: free its input,
+        its output and what it kept (and the cached inputs ``Layout.remade_after`` names)."""
         layout = self.layout
         for v in layout.imports[j]:
             self.env.pop(v, None)
+        for v in layout.remade_after.get(at, ()):
+            self.cache.pop(v, None)
         st = layout.stages[j]
         for v in range(st.lo, st.hi):
             self.env.pop(v, None)

@@ -408,6 +408,56 @@ def test_replays_between_the_losss_backward_and_the_models_belong_to_backward():
     assert all(np.array_equal(reference[name], got[name]) for name in reference)
 
 
+class ReluOutputsAlive(Interpreter):
+    """In backward: how many of the ReLU outputs made so far are alive whenever the first
+    Linear runs (each replay from the model's input begins there)."""
+
+    def __init__(self, x):
+        self.x, self.outs, self.alive = x, [], []
+
+    def process(self, prim, args, params, call_next):
+        if prim.name == "linear" and args[0] is self.x:
+            self.alive.append(sum(r() is not None for r in self.outs))
+        out = call_next(prim, args, params)
+        if prim.name == "relu":
+            self.outs.append(weakref.ref(mg.memory.buffer_of(out.numpy())))
+        return out
+
+
+def test_a_replayed_stages_input_is_freed_with_its_backward():
+    """Each stage is rebuilt from the model's input before its backward (the quadratic
+    schedule: the forward keeps nothing). A ReLU's output is saved by the ReLU's node and
+    by the next Linear's: once that Linear's backward is over the value goes, as the
+    schedule says, although the ReLU's node still names it (the ReLU's stage is replayed,
+    and makes it again, before its own backward). So no ReLU output is alive when a replay
+    begins; held, it would sit on top of every replay of the stages before it. Gradients
+    stay bit-identical."""
+    from memgrad.checkpoint.solver import _advance
+
+    model, x = _mlp(depth=4, width=32, batch=16)
+    model(x).sum().backward()
+    reference = grads_of(model)
+    profile = profile_graph(model, (x,), repeats=1)
+    p = plan_from_graph_profile(profile, 10**9)
+    n = len(profile.stages)
+    assert n == 8  # one stage per op
+    actions = [*_advance(0, n), ("fwd", n, 0), ("bwd", n)]
+    for j in reversed(range(n)):
+        actions += [*(_advance(0, j) if j else []), ("fwd", j, 0), ("bwd", j)]
+    p.actions = actions
+    p.predicted_peak = simulate(p.chain, actions)[0]
+    zero(model)
+    watch = ReluOutputsAlive(x)
+    with p.apply(model), mg.memory.track() as t:
+        loss = model(x).sum()
+        with push(watch):
+            loss.backward()
+    assert watch.alive == [0] * (n - 1)  # the first Linear's backward reads no value
+    assert t.peak_above_start <= p.predicted_peak + 64
+    got = grads_of(model)
+    assert all(np.array_equal(reference[name], got[name]) for name in reference)
+
+
 def test_the_losss_backward_transient_is_counted():
     """A cube's backward holds two products of the output's size next to what the loss
     saved and the output's gradient: one output-sized buffer beyond what the loss held in
