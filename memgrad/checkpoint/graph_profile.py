@@ -52,7 +52,7 @@ from memgrad.tensor import Tensor
 __all__ = ["OpRecord", "StageInfo", "GraphProfile", "profile_graph", "MAX_STAGES"]
 
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
-MAX_STAGES = 48  # adjacent stages are merged down to this many (the chain solver is cubic)
+MAX_STAGES = 64  # adjacent stages are merged down to this many (the chain solver is cubic)
 # gradient buffers of a stage's largest inner value alive at once in its backward, besides
 # the gradients of its input and output: the one coming in and the one being made
 INNER_GRADIENTS = 2

@@ -467,12 +467,13 @@ def _advance(s: int, k: int) -> list[Action]:
 
 
 def _shift(arr: np.ndarray, d: int) -> np.ndarray:
-    """``out[m] = arr[m - d]`` (infinite where m < d)."""
+    """``out[..., m] = arr[..., m - d]`` (infinite where m < d)."""
     if d == 0:
         return arr
     out = np.full_like(arr, np.inf)
-    if d < len(arr):
-        out[d:] = arr[: len(arr) - d]
+    size = arr.shape[-1]
+    if d < size:
+        out[..., d:] = arr[..., : size - d]
     return out
 
 
@@ -506,6 +507,10 @@ def solve_chain(
     ftr = [q(s.fwd_transient) for s in stages]
     after = [q(g) for g in _grads_after(stages)]
     m = np.arange(m_max + 1)
+    seconds = np.array([s.seconds for s in stages])
+    # what running stage j forward holds besides its block's input, its gradient and the
+    # gradients after it: a_j (for j after the block's first), a_{j+1}, its transient
+    ahead = np.array([x_in[j] + x_out[j] + ftr[j] for j in range(n)])
     cost: dict[tuple[int, int], np.ndarray] = {}
     choice: dict[tuple[int, int], np.ndarray] = {}
     for length in range(1, n + 1):
@@ -526,15 +531,18 @@ def solve_chain(
                 cand = np.where(m >= need, st.seconds + extra + rest, np.inf)
                 better = cand < best
                 best[better], pick[better] = cand[better], v
-            fwd = st.seconds
-            fneed = x_in[s] + g_t + x_out[s] + ftr[s] + after[t]
-            for k in range(s + 1, t):
-                cand = np.where(m >= fneed,
-                                fwd + _shift(cost[k, t], x_in[s]) + cost[s, k], np.inf)
-                better = cand < best
-                best[better], pick[better] = cand[better], len(st.options) + k
-                fwd += stages[k].seconds
-                fneed = max(fneed, x_in[s] + g_t + x_in[k] + x_out[k] + ftr[k] + after[t])
+            if length > 1:  # advance to each k in s+1..t-1 at once (rows), then right, left
+                fwd = np.cumsum(seconds[s:t - 1])  # stages s..k-1, added in order
+                reach = ahead[s:t - 1].copy()
+                reach[0] = x_out[s] + ftr[s]
+                fneed = x_in[s] + g_t + after[t] + np.maximum.accumulate(reach)
+                right = _shift(np.stack([cost[k, t] for k in range(s + 1, t)]), x_in[s])
+                cand = fwd[:, None] + right + np.stack([cost[s, k] for k in range(s + 1, t)])
+                cand[m[None, :] < fneed[:, None]] = np.inf
+                row = np.argmin(cand, axis=0)  # the first k of the least, as in order
+                top = cand[row, m]
+                better = top < best
+                best[better], pick[better] = top[better], len(st.options) + s + 1 + row[better]
             cost[s, t], choice[s, t] = best, pick
     top = cost[0, n]
     if not np.isfinite(top[m_max]):
