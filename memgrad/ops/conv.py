@@ -46,6 +46,12 @@ with the im2col path forced): the input gradient took 0.87 times col2im's time, 
 gradient the same (its three K=1024 products with a (C*KW, CO) output are slower than one
 with K=288, which the saved copying makes up for), and the whole W3 step 0.80 times.
 
+For at most ``_STACKED_MAX_CO`` output channels the weight gradient first transposes each
+sample's ``g`` into a contiguous ``(OH*OW, CO)`` scratch (``transpose_into``): OpenBLAS packs
+a transposed right operand of 32 columns slowly (on the W3 shapes a 96x1024x32 product took
+110 against 89 microseconds), and the weight gradient took 0.89 times as long with the
+transposing (one thread, CPU time, interleaved); with 64 or 128 channels it was a tie.
+
 The forward multiplies every kernel row's weights at once with the whole rows: one GEMM per
 sample, ``(KH*CO, C*KW) @ (C*KW, (H + 2*ph)*OW)`` into a scratch ``partial``, and
 ``row_sum`` (a numba kernel) adds kernel row ki's window of it, from column ``ki*dh*OW``,
@@ -133,7 +139,8 @@ __all__ = [
 _CHUNK_BYTES = 1 << 20
 
 # the row-shifted forward stacks its kernel rows' products for at most this many output
-# channels and at least this many rows of im2row (NOTE [ Row-shifted convolution ])
+# channels and at least this many rows of im2row, and the weight gradient transposes g for
+# at most this many output channels (NOTE [ Row-shifted convolution ])
 _STACKED_MAX_CO = 32
 _STACKED_MIN_K = 64
 
@@ -404,28 +411,35 @@ def conv2d_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups)
 
 def _weight_grad_rows(x, g, weight_shape, padding, dilation, sw) -> np.ndarray:
     """conv2d_weight_grad of stride 1 along the height, groups 1: per sample and kernel row
-    ki, ``rows_ki @ g^T`` ((C*KW, OH*OW) @ (OH*OW, CO), both operands as they lie) added into
-    that row's (C*KW, CO) block (NOTE [ Row-shifted convolution ])."""
+    ki, ``rows_ki @ g^T`` ((C*KW, OH*OW) @ (OH*OW, CO)) added into that row's (C*KW, CO)
+    block (NOTE [ Row-shifted convolution ]). For few output channels ``g^T`` is each
+    sample's ``g`` transposed into scratch first, else ``g`` read as it lies."""
+    from memgrad._kernels.conv import transpose_into
+
     n, c, h, _ = x.shape
     co, _, kh, kw = weight_shape
     oh, ow = g.shape[2], g.shape[3]
     length = oh * ow
     flat = g.reshape(n, co, length)
+    transposed = co <= _STACKED_MAX_CO
 
     shift = dilation[0] * ow * x.itemsize  # bytes from one kernel row's window to the next
 
     def work(lo: int, hi: int) -> np.ndarray:
         gw = np.zeros((kh, c * kw, co), dtype=g.dtype)
+        gt = _buffer("gt", (length, co), g.dtype) if transposed else flat[lo].T
         product = None
         for n0, n1 in _chunks(lo, hi, c * kw * (h + 2 * padding[0]) * ow * x.itemsize):
             rows = _rows(x[n0:n1], kw, ow, sw, padding, dilation[1])
             # one layout for every chunk: the scratch is the first (largest) chunk's
-            product = product or Gemm(rows[0, :, :length], flat[lo].T, gw[0])
+            product = product or Gemm(rows[0, :, :length], gt, gw[0])
             base = (n0 - lo) * flat.strides[0]
             for i in range(n1 - n0):
+                if transposed:
+                    transpose_into(flat[n0 + i], gt)
+                db = 0 if transposed else base + i * flat.strides[0]
                 for ki in range(kh):
-                    product(i * rows.strides[0] + ki * shift, base + i * flat.strides[0],
-                            ki * gw.strides[0], 1.0)
+                    product(i * rows.strides[0] + ki * shift, db, ki * gw.strides[0], 1.0)
         return gw
 
     gw, *rest = in_parts(n, n * co * c * kh * kw * length, work)

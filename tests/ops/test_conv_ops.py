@@ -83,8 +83,9 @@ CONV_CASES = [
 
 
 def _force_forward(monkeypatch, path):
-    """Make the row-shifted forward take one of its two products whatever the shapes
-    (NOTE [ Row-shifted convolution ]): ``"stacked"``, ``"windows"``, or ``"auto"``."""
+    """Make the row-shifted forward take one of its two products whatever the shapes, and
+    the weight gradient transpose ``g`` or not with it (NOTE [ Row-shifted convolution ]):
+    ``"stacked"`` (and transposed), ``"windows"`` (``g`` as it lies), or ``"auto"``."""
     if path == "stacked":
         monkeypatch.setattr(conv_ops, "_STACKED_MAX_CO", 1 << 30)
         monkeypatch.setattr(conv_ops, "_STACKED_MIN_K", 0)
