@@ -46,11 +46,14 @@ with the im2col path forced): the input gradient took 0.87 times col2im's time, 
 gradient the same (its three K=1024 products with a (C*KW, CO) output are slower than one
 with K=288, which the saved copying makes up for), and the whole W3 step 0.80 times.
 
-For at most ``_STACKED_MAX_CO`` output channels the weight gradient first transposes each
-sample's ``g`` into a contiguous ``(OH*OW, CO)`` scratch (``transpose_into``): OpenBLAS packs
-a transposed right operand of 32 columns slowly (on the W3 shapes a 96x1024x32 product took
-110 against 89 microseconds), and the weight gradient took 0.89 times as long with the
-transposing (one thread, CPU time, interleaved); with 64 or 128 channels it was a tie.
+For at most ``_STACKED_MAX_CO`` output channels the weight gradient first copies each
+sample's ``g`` transposed into a contiguous ``(OH*OW, CO)`` scratch: OpenBLAS packs a
+transposed right operand of 32 columns slowly (on the W3 shapes a 96x1024x32 product took
+110 against 89 microseconds, the copy about 20), and the weight gradient took 0.89 to 0.94
+times as long with the copy (one thread, CPU time, interleaved); with 64 or 128 channels it
+was a tie. (Stacking the kernel rows as the forward does, one (C*KW, (H + 2*ph)*OW) @
+((H + 2*ph)*OW, KH*CO) product per sample of the rows and ``g`` copied into every kernel
+row's window of a zero scratch, was slower: 0.98 times the window products.)
 
 The forward multiplies every kernel row's weights at once with the whole rows: one GEMM per
 sample, ``(KH*CO, C*KW) @ (C*KW, (H + 2*ph)*OW)`` into a scratch ``partial``, and
@@ -414,8 +417,6 @@ def _weight_grad_rows(x, g, weight_shape, padding, dilation, sw) -> np.ndarray:
     ki, ``rows_ki @ g^T`` ((C*KW, OH*OW) @ (OH*OW, CO)) added into that row's (C*KW, CO)
     block (NOTE [ Row-shifted convolution ]). For few output channels ``g^T`` is each
     sample's ``g`` transposed into scratch first, else ``g`` read as it lies."""
-    from memgrad._kernels.conv import transpose_into
-
     n, c, h, _ = x.shape
     co, _, kh, kw = weight_shape
     oh, ow = g.shape[2], g.shape[3]
@@ -436,7 +437,7 @@ def _weight_grad_rows(x, g, weight_shape, padding, dilation, sw) -> np.ndarray:
             base = (n0 - lo) * flat.strides[0]
             for i in range(n1 - n0):
                 if transposed:
-                    transpose_into(flat[n0 + i], gt)
+                    np.copyto(gt, flat[n0 + i].T)
                 db = 0 if transposed else base + i * flat.strides[0]
                 for ki in range(kh):
                     product(i * rows.strides[0] + ki * shift, db, ki * gw.strides[0], 1.0)

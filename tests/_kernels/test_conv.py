@@ -15,7 +15,6 @@ from memgrad._kernels.conv import (
     im2row_reference,
     row_sum,
     row_sum_reference,
-    transpose_into,
 )
 
 
@@ -180,20 +179,3 @@ def test_row_sum_checks_its_shapes_first(shapes, shift, match):
     with pytest.raises(ValueError, match=match):
         row_sum(partial, bias, out, shift)
     assert (out == 7.0).all()  # nothing written
-
-
-@settings(max_examples=25, deadline=None)
-@given(m=st.integers(1, 40), n=st.integers(1, 40),
-       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**32 - 1))
-def test_transpose_into_matches_numpy(m, n, dtype, seed):
-    a = np.random.default_rng(seed).standard_normal((m, n)).astype(dtype)
-    out = np.full((n, m), np.nan, dtype=dtype)
-    assert transpose_into(a, out) is out
-    np.testing.assert_array_equal(out, a.T)
-
-
-def test_transpose_into_checks_its_shape_first():
-    out = np.full((3, 3), 7.0)
-    with pytest.raises(ValueError, match=r"out must be \(N, M\)"):
-        transpose_into(np.ones((2, 3)), out)
-    assert (out == 7.0).all()
