@@ -8,9 +8,10 @@ and backward on the same input. Frameworks are timed round-robin (one run of eac
 so that both see the same machine load; the best and the median of ``--repeats`` runs are
 reported after ``--warmup`` runs.
 
-The kernels (im2col, col2im, im2row, max pooling and its backward scatter) are timed against
-their NumPy references on the W3 shapes, at the batch chunk ``memgrad.ops.conv`` hands them
-and at the full batch; a kernel is worth keeping only at >= 2x its NumPy formulation.
+The kernels (im2col, col2im, im2row, row_sum, max pooling and its backward scatter) are timed
+against their NumPy references on the W3 shapes, at the batch chunk ``memgrad.ops.conv``
+hands them and at the full batch; a kernel is worth keeping only at >= 2x its NumPy
+formulation.
 
 Prints one JSON line per measurement, then a plain-text table. PyTorch (eager, CPU,
 ``--torch-threads`` threads, two by default) is measured when ``import torch`` works; it is a
@@ -164,6 +165,14 @@ def kernel_cases() -> dict[str, KernelCase]:
             lambda x=x, rows=rows: conv_kernels.im2row(x, rows, 1, 1, 1, 1),
             lambda x=x: conv_kernels.im2row_reference(x, 3, SIZE, 1, 1, 1, 1),
             f"N={n}, 3 wide, pad 1")
+    # one sample's kernel-row products, as the stacked forward sums them
+    partial = rng.standard_normal((3, CHANNELS, (SIZE + 2) * SIZE)).astype(np.float32)
+    bias = rng.standard_normal(CHANNELS).astype(np.float32)
+    summed = np.empty((CHANNELS, SIZE * SIZE), np.float32)
+    out["row_sum/sample"] = KernelCase(
+        lambda: conv_kernels.row_sum(partial, bias, summed, SIZE),
+        lambda: conv_kernels.row_sum_reference(partial, bias, SIZE * SIZE, SIZE),
+        "3 kernel rows, 32 channels")
     x = rng.standard_normal((BATCH, CHANNELS, SIZE, SIZE)).astype(np.float32)
     half = (BATCH, CHANNELS, SIZE // 2, SIZE // 2)
     pooled, argmax = np.empty(half, np.float32), np.empty(half, np.int64)

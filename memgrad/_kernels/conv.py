@@ -19,8 +19,8 @@ much as the im2col of one 32x32x32 sample.
 import numpy as np
 from numba import njit
 
-__all__ = ["im2col", "col2im", "im2row", "im2col_reference", "col2im_reference",
-           "im2row_reference"]
+__all__ = ["im2col", "col2im", "im2row", "row_sum", "im2col_reference", "col2im_reference",
+           "im2row_reference", "row_sum_reference"]
 
 
 @njit(cache=True, nogil=True)
@@ -154,6 +154,41 @@ def im2row(x, rows, sw, ph, pw, dw):
     return rows
 
 
+@njit(cache=True, nogil=True)
+def row_sum(partial, bias, out, shift):
+    """Fill ``out`` (CO, L) with ``bias[co] + sum_ki partial[ki, co, ki*shift + q]``:
+    ``partial`` (KH, CO, P) holds every kernel row's products with the whole rows of
+    ``im2row``, and kernel row ki's part of the output is its window that starts ``ki*shift``
+    columns in (NOTE [ Row-shifted convolution ] in memgrad/ops/conv.py).
+
+    The shapes are checked first (ValueError). The terms are added in the order of ``ki``,
+    after the bias. Returns ``out``.
+
+    Example:
+        >>> partial = np.arange(12.0).reshape(2, 1, 6)  # two kernel rows, one channel
+        >>> row_sum(partial, np.zeros(1), np.empty((1, 4)), 2)  # [0..3] + [8..11]
+        array([[ 8., 10., 12., 14.]])
+    """
+    kh, co_, p = partial.shape
+    length = out.shape[1]
+    if out.shape[0] != co_ or bias.shape[0] != co_:
+        raise ValueError("row_sum: partial (KH, CO, P), bias (CO,) and out (CO, L) must "
+                         "agree on CO")
+    if shift < 0 or (kh - 1) * shift + length > p:
+        raise ValueError("row_sum: the last kernel row's window reaches past partial")
+    for co in range(co_):
+        row = out[co]
+        b = bias[co]
+        first = partial[0, co]
+        for q in range(length):
+            row[q] = b + first[q]
+        for ki in range(1, kh):
+            src = partial[ki, co, ki * shift :]
+            for q in range(length):
+                row[q] += src[q]
+    return out
+
+
 def im2col_reference(x, kh, kw, sh, sw, ph, pw, dh, dw):
     """NumPy formulation of ``im2col`` (``sliding_window_view`` of the padded input); returns
     a new (C, KH, KW, N, OH, OW) array."""
@@ -184,3 +219,12 @@ def im2row_reference(x, kw, ow, sw, ph, pw, dw):
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     return np.stack([xp[..., kj * dw : kj * dw + (ow - 1) * sw + 1 : sw] for kj in range(kw)],
                     axis=2)
+
+
+def row_sum_reference(partial, bias, length, shift):
+    """NumPy formulation of ``row_sum``: the bias plus each kernel row's window, added in
+    order; returns a new (CO, length) array."""
+    out = np.broadcast_to(bias[:, None], (partial.shape[1], length)).astype(partial.dtype)
+    for ki in range(partial.shape[0]):
+        out = out + partial[ki, :, ki * shift : ki * shift + length]
+    return out

@@ -1,4 +1,4 @@
-"""The Adam update of one parameter in one pass over its elements.
+"""The Adam update of one parameter in one pass over its elements, and SGD's last step.
 
 ``adam_update`` does, element by element, the sequence of NumPy operations that
 ``adam_update_reference`` does array by array (the update of ``optim/adam.py``): the same
@@ -8,12 +8,16 @@ are given in that dtype (a float32 step takes ``np.float32`` scalars). ``decay_m
 (no weight decay), 1 (decoupled: ``p = p * decay`` first, AdamW) or 2 (L2: the gradient
 is ``p * decay + g``, Adam). With ``amsgrad`` the running maximum ``vmax`` of ``v`` is
 updated and used in place of ``v``.
+
+``sgd_step`` is SGD's ``p = p - g * lr`` in one pass (``optim/sgd.py``): the multiply and the
+subtraction of ``sgd_step_reference``, each rounded once, so equal bit for bit; flat arrays
+of one dtype, ``lr`` a scalar of it.
 """
 
 import numpy as np
 from numba import njit
 
-__all__ = ["adam_update", "adam_update_reference"]
+__all__ = ["adam_update", "adam_update_reference", "sgd_step", "sgd_step_reference"]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -72,3 +76,24 @@ def adam_update_reference(p, g, m, v, vmax, decay_mode, decay, beta1, one_minus_
         v = vmax
     t = np.sqrt(v) / bias2_sqrt + eps
     np.subtract(p, (m / t) * step_size, out=p)
+
+
+@njit(cache=True, nogil=True)
+def sgd_step(p, g, lr):
+    """``p = p - g * lr`` in place, element by element, over flat ``p`` and ``g`` of one
+    length (checked first: ValueError). Returns ``p``.
+
+    Example:
+        >>> sgd_step(np.array([1.0, 2.0]), np.array([10.0, -10.0]), 0.5)
+        array([-4.,  7.])
+    """
+    if p.shape[0] != g.shape[0]:
+        raise ValueError("sgd_step: p and g must have one length")
+    for i in range(p.shape[0]):
+        p[i] = p[i] - g[i] * lr
+    return p
+
+
+def sgd_step_reference(p, g, lr):
+    """NumPy formulation of ``sgd_step`` (two ufuncs); returns ``p``."""
+    return np.subtract(p, np.multiply(g, lr), out=p)

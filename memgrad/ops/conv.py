@@ -39,15 +39,36 @@ For a stride of 1 along the height (and groups 1) the columns are not built. ``i
 padded input at that column's offsets: ``rows[c, kj, y, ox] = x_pad[c, y, ox*sw + kj*dw]``, a
 ``(C*KW, (H + 2*ph)*OW)`` matrix per sample. Kernel row ki's part of the columns is then the
 window of its ``OH*OW`` columns that starts at ``ki*dh*OW``: a strided view (row stride
-``(H + 2*ph)*OW``), which BLAS reads as it lies. So the forward is ``KH`` accumulating GEMMs
-per sample, ``(CO, C*KW) @ (C*KW, OH*OW)`` into the NCHW output (NOTE [ Accumulating GEMM ]
-in memgrad/ops/parts.py), the first of them adding to the bias written there, and the weight
-gradient ``KH`` GEMMs ``rows_ki @ g^T`` into its ``(C*KW, CO)`` blocks. The copying is
-``1/KH`` of im2col's and the bias pass over the output is gone. On the W3 shapes (one thread,
-CPU time, eight layers' inputs in turn, interleaved with the im2col path forced): the forward
-took 0.73 times the im2col path's time, the input gradient 0.87 times col2im's, the weight
+``(H + 2*ph)*OW``), which BLAS reads as it lies. The weight gradient is ``KH`` GEMMs
+``rows_ki @ g^T`` per sample into its ``(C*KW, CO)`` blocks. The copying is ``1/KH`` of
+im2col's. On the W3 shapes (one thread, CPU time, eight layers' inputs in turn, interleaved
+with the im2col path forced): the input gradient took 0.87 times col2im's time, the weight
 gradient the same (its three K=1024 products with a (C*KW, CO) output are slower than one
 with K=288, which the saved copying makes up for), and the whole W3 step 0.80 times.
+
+For at most ``_STACKED_MAX_CO`` output channels the weight gradient first copies each
+sample's ``g`` transposed into a contiguous ``(OH*OW, CO)`` scratch: OpenBLAS packs a
+transposed right operand of 32 columns slowly (on the W3 shapes a 96x1024x32 product took
+110 against 89 microseconds, the copy about 20), and the weight gradient took 0.89 to 0.94
+times as long with the copy (one thread, CPU time, interleaved); with 64 or 128 channels it
+was a tie. (Stacking the kernel rows as the forward does, one (C*KW, (H + 2*ph)*OW) @
+((H + 2*ph)*OW, KH*CO) product per sample of the rows and ``g`` copied into every kernel
+row's window of a zero scratch, was slower: 0.98 times the window products.)
+
+The forward multiplies every kernel row's weights at once with the whole rows: one GEMM per
+sample, ``(KH*CO, C*KW) @ (C*KW, (H + 2*ph)*OW)`` into a scratch ``partial``, and
+``row_sum`` (a numba kernel) adds kernel row ki's window of it, from column ``ki*dh*OW``,
+into the NCHW output after the bias. The product has ``KH*CO`` rows where each kernel
+row's own product would have ``CO``, which is what OpenBLAS needs for small ``CO``: on the
+W3 shapes (one thread, CPU time, interleaved) the 96x96x1088 product ran at about 130
+GFLOP/s where each 32x96x1024 window product ran at about 60, and the forward took 0.86 to
+0.93 times the time of ``KH`` accumulating window products per sample. Those compute
+``OH/(H + 2*ph)`` of the columns and need no ``partial``, and with more output channels
+(OpenBLAS is then efficient at ``CO`` rows) or few rows (``C*KW``, a memory-bound product)
+they are as fast or faster: 1.03 to 1.12 times for 128 and 256 channels on 16x16 and 8x8
+inputs, 1.08 for 3 input and 64 output channels. So the stacked product is taken for at
+most ``_STACKED_MAX_CO`` output channels and at least ``_STACKED_MIN_K`` rows, the window
+products otherwise.
 
 The input gradient of a stride-1 convolution (groups 1, padding at most the kernel's span
 ``d*(k - 1)``) is itself a stride-1 convolution, of ``g`` with the kernel flipped and its two
@@ -119,6 +140,12 @@ __all__ = [
 
 # columns per chunk of the batch (see NOTE [ Convolution as one GEMM ])
 _CHUNK_BYTES = 1 << 20
+
+# the row-shifted forward stacks its kernel rows' products for at most this many output
+# channels and at least this many rows of im2row, and the weight gradient transposes g for
+# at most this many output channels (NOTE [ Row-shifted convolution ])
+_STACKED_MAX_CO = 32
+_STACKED_MIN_K = 64
 
 _scratch = threading.local()
 
@@ -211,6 +238,15 @@ def _forward(x, weight, bias, stride, padding, dilation, groups) -> np.ndarray:
 
 def _forward_rows(x, weight, bias, padding, dilation, sw) -> np.ndarray:
     """conv2d of stride 1 along the height, groups 1 (NOTE [ Row-shifted convolution ])."""
+    co, c, _, kw = weight.shape
+    if co <= _STACKED_MAX_CO and c * kw >= _STACKED_MIN_K:
+        return _forward_stacked(x, weight, bias, padding, dilation, sw)
+    return _forward_windows(x, weight, bias, padding, dilation, sw)
+
+
+def _forward_windows(x, weight, bias, padding, dilation, sw) -> np.ndarray:
+    """The row-shifted forward as ``KH`` accumulating GEMMs per sample, one per kernel row's
+    window of the rows."""
     n, c, h, w = x.shape
     co, _, kh, kw = weight.shape
     oh = _out_size(h, kh, 1, padding[0], dilation[0])
@@ -240,6 +276,38 @@ def _forward_rows(x, weight, bias, padding, dilation, sw) -> np.ndarray:
                     product(ki * wk.strides[0], i * rows.strides[0] + ki * shift,
                             base + i * flat.strides[0], beta)
                     beta = 1.0
+
+    in_parts(n, n * co * c * kh * kw * length, work)
+    return out
+
+
+def _forward_stacked(x, weight, bias, padding, dilation, sw) -> np.ndarray:
+    """The row-shifted forward as one GEMM per sample of every kernel row's weights with the
+    whole rows, each kernel row's window of the product then summed by ``row_sum``."""
+    from memgrad._kernels.conv import row_sum
+
+    n, c, h, w = x.shape
+    co, _, kh, kw = weight.shape
+    hp = h + 2 * padding[0]
+    oh = _out_size(h, kh, 1, padding[0], dilation[0])
+    ow = _out_size(w, kw, sw, padding[1], dilation[1])
+    length = oh * ow
+    # (KH*CO, C*KW): every kernel row's weights stacked, columns in the rows' (c, kj) order
+    wk = np.ascontiguousarray(weight.transpose(2, 0, 1, 3)).reshape(kh * co, c * kw)
+    out = np.empty((n, co, oh, ow), dtype=x.dtype)
+    flat = out.reshape(n, co, length)
+    b = np.zeros(co, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
+
+    def work(lo: int, hi: int) -> None:
+        partial = _buffer("partial", (kh, co, hp * ow), x.dtype)
+        product = None
+        for n0, n1 in _chunks(lo, hi, c * kw * hp * ow * x.itemsize):
+            rows = _rows(x[n0:n1], kw, ow, sw, padding, dilation[1])
+            # one layout for every chunk: the scratch is the first (largest) chunk's
+            product = product or Gemm(wk, rows[0], partial.reshape(kh * co, hp * ow))
+            for i in range(n1 - n0):
+                product(0, i * rows.strides[0], 0, 0.0)
+                row_sum(partial, b, flat[n0 + i], dilation[0] * ow)
 
     in_parts(n, n * co * c * kh * kw * length, work)
     return out
@@ -346,28 +414,33 @@ def conv2d_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups)
 
 def _weight_grad_rows(x, g, weight_shape, padding, dilation, sw) -> np.ndarray:
     """conv2d_weight_grad of stride 1 along the height, groups 1: per sample and kernel row
-    ki, ``rows_ki @ g^T`` ((C*KW, OH*OW) @ (OH*OW, CO), both operands as they lie) added into
-    that row's (C*KW, CO) block (NOTE [ Row-shifted convolution ])."""
+    ki, ``rows_ki @ g^T`` ((C*KW, OH*OW) @ (OH*OW, CO)) added into that row's (C*KW, CO)
+    block (NOTE [ Row-shifted convolution ]). For few output channels ``g^T`` is each
+    sample's ``g`` transposed into scratch first, else ``g`` read as it lies."""
     n, c, h, _ = x.shape
     co, _, kh, kw = weight_shape
     oh, ow = g.shape[2], g.shape[3]
     length = oh * ow
     flat = g.reshape(n, co, length)
+    transposed = co <= _STACKED_MAX_CO
 
     shift = dilation[0] * ow * x.itemsize  # bytes from one kernel row's window to the next
 
     def work(lo: int, hi: int) -> np.ndarray:
         gw = np.zeros((kh, c * kw, co), dtype=g.dtype)
+        gt = _buffer("gt", (length, co), g.dtype) if transposed else flat[lo].T
         product = None
         for n0, n1 in _chunks(lo, hi, c * kw * (h + 2 * padding[0]) * ow * x.itemsize):
             rows = _rows(x[n0:n1], kw, ow, sw, padding, dilation[1])
             # one layout for every chunk: the scratch is the first (largest) chunk's
-            product = product or Gemm(rows[0, :, :length], flat[lo].T, gw[0])
+            product = product or Gemm(rows[0, :, :length], gt, gw[0])
             base = (n0 - lo) * flat.strides[0]
             for i in range(n1 - n0):
+                if transposed:
+                    np.copyto(gt, flat[n0 + i].T)
+                db = 0 if transposed else base + i * flat.strides[0]
                 for ki in range(kh):
-                    product(i * rows.strides[0] + ki * shift, base + i * flat.strides[0],
-                            ki * gw.strides[0], 1.0)
+                    product(i * rows.strides[0] + ki * shift, db, ki * gw.strides[0], 1.0)
         return gw
 
     gw, *rest = in_parts(n, n * co * c * kh * kw * length, work)

@@ -27,9 +27,9 @@ views (the row-shifted windows of NOTE [ Row-shifted convolution ] in memgrad/op
 to BLAS as they lie, their row stride as the leading dimension. A ``Gemm`` checks one
 product's layout once and is then called with byte offsets into its operands, once per
 sample and kernel row: building and checking views per call cost about three times the
-ctypes call itself (some 30 against 10 microseconds, next to about 100 for the 32x96x1024
-product of the W3 benchmark). Without that OpenBLAS, or for other dtypes or layouts, it
-computes the same with NumPy.
+ctypes call itself (some 30 against 10 microseconds, next to about 100 for a 96x1024x32
+product of the W3 benchmark's weight gradient). Without that OpenBLAS, or for other dtypes
+or layouts, it computes the same with NumPy.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """The one-pass Adam kernel against its NumPy reference (one ufunc per operation): equal
-bit for bit, for both dtypes, every weight-decay mode, with and without AMSGrad."""
+bit for bit, for both dtypes, every weight-decay mode, with and without AMSGrad; and SGD's
+one-pass step likewise."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,3 +35,23 @@ def test_adam_update_equals_the_numpy_reference_bit_for_bit(n, dtype, mode, amsg
     for a, b in zip(got, want):
         assert a.dtype == dtype
         np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 300), dtype=st.sampled_from([np.float32, np.float64]),
+       lr=st.sampled_from([0.1, 1e-3, 0.37]), seed=st.integers(0, 2**32 - 1))
+def test_sgd_step_equals_the_numpy_reference_bit_for_bit(n, dtype, lr, seed):
+    rng = np.random.default_rng(seed)
+    p, g = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+    want = K.sgd_step_reference(p.copy(), g, np.dtype(dtype).type(lr))
+    got = p.copy()
+    assert K.sgd_step(got, g, np.dtype(dtype).type(lr)) is got
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_sgd_step_checks_the_lengths_first():
+    p = np.ones(3)
+    with pytest.raises(ValueError, match="one length"):
+        K.sgd_step(p, np.ones(4), 0.5)
+    assert (p == 1).all()

@@ -13,6 +13,8 @@ from memgrad._kernels.conv import (
     im2col_reference,
     im2row,
     im2row_reference,
+    row_sum,
+    row_sum_reference,
 )
 
 
@@ -133,3 +135,47 @@ def test_im2row_checks_its_shapes_first(rows_shape, args, match):
     with pytest.raises(ValueError, match=match):
         im2row(np.zeros((1, 1, 3, 4)), rows, *args)
     assert (rows == 7.0).all()  # nothing written
+
+
+@settings(max_examples=40, deadline=None)
+@given(kh=st.integers(1, 4), co=st.integers(1, 5), length=st.integers(1, 12),
+       shift=st.integers(0, 4), extra=st.integers(0, 3),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**32 - 1))
+def test_row_sum_matches_numpy(kh, co, length, shift, extra, dtype, seed):
+    """Bit for bit: the same additions in the same order."""
+    rng = np.random.default_rng(seed)
+    partial = rng.standard_normal((kh, co, (kh - 1) * shift + length + extra)).astype(dtype)
+    bias = rng.standard_normal(co).astype(dtype)
+    out = np.full((co, length), np.nan, dtype=dtype)  # all overwritten
+    got = row_sum(partial, bias, out, shift)
+    assert got is out and got.dtype == dtype
+    np.testing.assert_array_equal(got, row_sum_reference(partial, bias, length, shift))
+
+
+def test_row_sum_of_im2row_products_is_the_convolution():
+    """Every kernel row's weights times the whole rows of im2row, each row's window summed
+    (NOTE [ Row-shifted convolution ]): the direct sum of a stride-1 convolution."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((1, 2, 5, 6)), rng.standard_normal((3, 2, 3, 2))
+    ph, pw, dh, dw = 1, 1, 2, 1
+    oh, ow = 5 + 2 * ph - dh * 2, 6 + 2 * pw - dw
+    rows = im2row(x, np.empty((1, 2, 2, 5 + 2 * ph, ow)), 1, ph, pw, dw).reshape(4, -1)
+    partial = (w.transpose(2, 0, 1, 3).reshape(9, 4) @ rows).reshape(3, 3, -1)
+    got = row_sum(partial, np.zeros(3), np.empty((3, oh * ow)), dh * ow).reshape(3, oh, ow)
+    col = im2col_reference(x, 3, 2, 1, 1, ph, pw, dh, dw).reshape(12, oh * ow)
+    np.testing.assert_allclose(got, (w.reshape(3, 12) @ col).reshape(3, oh, ow), rtol=1e-12,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("shapes, shift, match", [
+    (((2, 3, 8), (3,), (2, 4)), 2, "agree on CO"),  # out has 2 channels for partial's 3
+    (((2, 3, 8), (2,), (3, 4)), 2, "agree on CO"),  # bias has 2
+    (((2, 3, 8), (3,), (3, 4)), 5, "reaches past"),  # 5 + 4 columns of 8
+    (((2, 3, 8), (3,), (3, 4)), -1, "reaches past"),
+])
+def test_row_sum_checks_its_shapes_first(shapes, shift, match):
+    partial, bias, out = (np.ones(s) for s in shapes)
+    out[:] = 7.0
+    with pytest.raises(ValueError, match=match):
+        row_sum(partial, bias, out, shift)
+    assert (out == 7.0).all()  # nothing written

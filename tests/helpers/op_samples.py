@@ -859,6 +859,11 @@ case("conv2d", "bias-stride-pad-dilation", inputs(normal(2, 3, 5, 6), normal(4, 
 case("conv2d", "public-no-bias", inputs(normal(1, 2, 5, 5), normal(3, 2, 3, 3)),
      lambda x, w: mg.nn.functional.conv2d(x, w, padding=1),
      lambda x, w: _np_conv2d(x, w, None, (1, 1), (1, 1)))
+# 22 channels x 3 kernel columns: the stacked row-shifted forward (NOTE [ Row-shifted
+# convolution ] in memgrad/ops/conv.py)
+case("conv2d", "stacked-rows", inputs(normal(1, 22, 3, 3), normal(2, 22, 3, 3), normal(2)),
+     lambda x, w, b: mg.nn.functional.conv2d(x, w, b, padding=1),
+     lambda x, w, b: _np_conv2d(x, w, b, (1, 1), (1, 1)))
 case("conv2d", "public-groups", inputs(normal(2, 4, 4, 4), normal(6, 2, 2, 2), normal(6)),
      lambda x, w, b: mg.nn.functional.conv2d(x, w, b, stride=2, padding=1, groups=2),
      lambda x, w, b: _np_conv2d(x, w, b, (2, 2), (1, 1), (1, 1), 2))

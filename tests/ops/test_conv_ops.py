@@ -82,9 +82,26 @@ CONV_CASES = [
 ]
 
 
+def _force_forward(monkeypatch, path):
+    """Make the row-shifted forward take one of its two products whatever the shapes, and
+    the weight gradient transpose ``g`` or not with it (NOTE [ Row-shifted convolution ]):
+    ``"stacked"`` (and transposed), ``"windows"`` (``g`` as it lies), or ``"auto"``."""
+    if path == "stacked":
+        monkeypatch.setattr(conv_ops, "_STACKED_MAX_CO", 1 << 30)
+        monkeypatch.setattr(conv_ops, "_STACKED_MIN_K", 0)
+    elif path == "windows":
+        monkeypatch.setattr(conv_ops, "_STACKED_MAX_CO", 0)
+
+
+PATHS = ["stacked", "windows"]
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("xs, ws, stride, padding, dilation, groups", CONV_CASES)
-def test_conv2d_matches_direct_sum(xs, ws, stride, padding, dilation, groups, bias):
+def test_conv2d_matches_direct_sum(monkeypatch, xs, ws, stride, padding, dilation, groups, bias,
+                                   path):
+    _force_forward(monkeypatch, path)
     rng = np.random.default_rng(0)
     x, w, b = rng.standard_normal(xs), rng.standard_normal(ws), rng.standard_normal(ws[0])
     out = conv2d(mg.tensor(x), mg.tensor(w), mg.tensor(b) if bias else None, stride, padding,
@@ -131,8 +148,11 @@ CHECK_CASES = [
 ]
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("xs, ws, stride, padding, dilation, groups, bias", CHECK_CASES)
-def test_conv2d_gradcheck_and_gradgradcheck(xs, ws, stride, padding, dilation, groups, bias):
+def test_conv2d_gradcheck_and_gradgradcheck(monkeypatch, xs, ws, stride, padding, dilation,
+                                            groups, bias, path):
+    _force_forward(monkeypatch, path)
     rng = np.random.default_rng(3)
     args = [mg.tensor(rng.standard_normal(xs), requires_grad=True),
             mg.tensor(rng.standard_normal(ws), requires_grad=True)]
@@ -526,13 +546,17 @@ def _no_columns(*args):
     raise AssertionError("im2col or col2im ran")
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("backend", ["cblas", "numpy"])
-def test_stride_one_convolution_builds_no_columns(monkeypatch, dtype, backend):
+def test_stride_one_convolution_builds_no_columns(monkeypatch, dtype, backend, path):
     """A stride-1 convolution, its input and its weight gradient take the row-shifted path
     (NOTE [ Row-shifted convolution ]): no im2col or col2im, values and gradients those of
-    the direct sum, through OpenBLAS and with NumPy's matmul instead."""
+    the direct sum, through OpenBLAS and with NumPy's matmul instead, with either forward
+    product."""
     from memgrad._kernels import conv as kernels
+
+    _force_forward(monkeypatch, path)
 
     if backend == "numpy":
         monkeypatch.setattr(parts_mod.Parts, "gemms", {})
@@ -569,9 +593,11 @@ def _conv_grads_numpy(x, w, g, padding):
     return gxp[:, :, padding:padding + h, padding:padding + wd], gw
 
 
-def test_row_shifted_convolution_in_batch_parts(monkeypatch):
+@pytest.mark.parametrize("path", PATHS)
+def test_row_shifted_convolution_in_batch_parts(monkeypatch, path):
     """The row-shifted path split over helper threads, one sample per chunk: the values and
-    gradients of one part."""
+    gradients of one part, with either forward product."""
+    _force_forward(monkeypatch, path)
     rng = np.random.default_rng(12)
     arrays = [rng.standard_normal((5, 3, 6, 6)), rng.standard_normal((4, 3, 3, 3)),
               rng.standard_normal(4)]
@@ -590,3 +616,19 @@ def test_row_shifted_convolution_in_batch_parts(monkeypatch):
     np.testing.assert_allclose(parts[0], np_conv2d(*arrays, **params), rtol=1e-12, atol=1e-12)
     assert any(name.startswith("memgrad-parts") for name, _ in calls)
     parts_mod.Parts.pool.shutdown()
+
+
+def test_row_shifted_forward_picks_the_stacked_product_for_few_output_channels(monkeypatch):
+    """W3's layers (32 channels, 3x3) take the stacked product, 64 output channels or 2
+    input channels the window products; both give the direct sum."""
+    taken = []
+    for name in ("_forward_stacked", "_forward_windows"):
+        real = getattr(conv_ops, name)
+        monkeypatch.setattr(conv_ops, name,
+                            lambda *a, _real=real, _name=name: taken.append(_name) or _real(*a))
+    rng = np.random.default_rng(13)
+    for c, co in ((32, 32), (32, 64), (2, 32)):
+        x, w = rng.standard_normal((2, c, 5, 5)), rng.standard_normal((co, c, 3, 3))
+        np.testing.assert_allclose(conv2d(mg.tensor(x), mg.tensor(w), padding=1).numpy(),
+                                   np_conv2d(x, w, padding=1), rtol=1e-12, atol=1e-12)
+    assert taken == ["_forward_stacked", "_forward_windows", "_forward_windows"]

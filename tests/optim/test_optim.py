@@ -1,6 +1,7 @@
 """SGD, Adam and AdamW against NumPy implementations of the published update formulas,
 plus parameter groups, state_dict round trips, zero_grad and in-place behaviour."""
 
+import threading
 import tracemalloc
 
 import numpy as np
@@ -362,7 +363,10 @@ def test_steps_allocate_no_parameter_sized_arrays(make):
     w = mg.zeros(n, dtype=mg.float64, requires_grad=True)
     w.grad = mg.ones(n, dtype=mg.float64)
     opt = make([w])
-    opt.step()  # the first step allocates the state and scratch buffers
+    # the first steps allocate the state and scratch buffers (SGD's momentum buffer on the
+    # first, the dampening's scratch on the second, its first momentum update)
+    opt.step()
+    opt.step()
     tracemalloc.start()
     try:
         for _ in range(3):
@@ -410,3 +414,34 @@ def test_adam_one_pass_update_equals_the_per_operation_update_bit_for_bit(
     plain = _run(make, P0, GRADS, dtype)
     for step, (f, p) in enumerate(zip(fused, plain)):
         np.testing.assert_array_equal(f, p, err_msg=f"step {step}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_sgd_step_in_parts_equals_numpys_two_ufuncs(monkeypatch, dtype, threads):
+    """The one-pass step (``sgd_step``), split over ``threads`` BLAS threads, gives the bits
+    of ``p - lr * g`` by NumPy's multiply and subtract; a transposed gradient takes NumPy."""
+    from memgrad.ops import parts as parts_mod
+
+    local = threading.local()
+
+    def set_local(value):
+        prev = getattr(local, "value", threads)
+        local.value = value
+        return prev
+
+    monkeypatch.setattr(parts_mod.Parts, "set_local", set_local)
+    monkeypatch.setattr(parts_mod.Parts, "pool", None)
+    monkeypatch.setattr(parts_mod.Parts, "size", 0)
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    rng = np.random.default_rng(4)
+    p0, g = (rng.standard_normal((37, 29)).astype(dtype) for _ in range(2))
+    for grad in (g, g.T.copy().T):  # contiguous, then a transposed layout
+        w = mg.tensor(p0.copy(), requires_grad=True)
+        w.grad = mg.tensor(grad)
+        optim.SGD([w], lr=0.37).step()
+        want = np.subtract(p0, np.multiply(grad, 0.37, dtype=dtype))
+        assert w.dtype == dtype
+        np.testing.assert_array_equal(w.numpy(), want)
+    if parts_mod.Parts.pool is not None:
+        parts_mod.Parts.pool.shutdown()
