@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from memgrad.autograd.graph import Meta
+from memgrad.ops.nn import _causal_shape
 from memgrad.ops.registry import REGISTRY
 
 __all__ = ["DTYPES", "elements", "result_type"]
@@ -552,6 +553,17 @@ def _attention_softmax_backward(args: list, params: dict, max_elements: int) -> 
     return g.shape, dtype
 
 
+def _causal_matmul(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("a", "b"))
+    _keys(params, ("form", "block"))
+    a, b = _tensor(args, 0, "a"), _tensor(args, 1, "b")
+    _floating(a, "a")
+    _floating(b, "b")
+    _int(params["block"], "block", 1)
+    shape = _causal_shape(a, b, params["form"])  # a ValueError if they do not fit
+    return shape, np.result_type(a.dtype, b.dtype)
+
+
 def _classes(args: list, params: dict, x_at: int) -> Meta:
     x = _tensor(args, x_at, "x", ndim=2)
     target = _tensor(args, x_at + 1, "target", ndim=1)
@@ -698,6 +710,7 @@ _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "log_softmax_backward": _softmax_backward,
     "attention_softmax": _attention_softmax,
     "attention_softmax_backward": _attention_softmax_backward,
+    "causal_matmul": _causal_matmul,
     "nll_loss": _nll_loss,
     "nll_loss_backward": _nll_loss_backward,
     "gather_backward": _gather_backward,

@@ -138,6 +138,7 @@ from memgrad.ops.unary import trunc as trunc
 HANDLES: dict[str, Any]
 attention_softmax: Primitive
 attention_softmax_backward: Primitive
+causal_matmul: Primitive
 contiguous: Primitive
 conv2d: Primitive
 conv2d_input_grad: Primitive

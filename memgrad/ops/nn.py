@@ -831,6 +831,108 @@ def _(gg, out, needs, g, y, scale):
     return gg_g, gy
 
 
+# NOTE [ Causal products ]
+# With ``is_causal`` (and no attn_mask), attention's products skip the blocks above the
+# diagonal. The rows of each (L, S) score matrix are cut into blocks of ``block`` rows; row
+# ``i`` keeps the columns ``j < (i // block + 1) * block`` (the block mask M, which holds the
+# causal mask ``j <= i``). ``causal_matmul`` computes, over matching batch dimensions:
+#   form "abT": M * (a @ b^T)      the scores q k^T (0 outside M; computed whole, then
+#                                  zeroed there: row blocks of a product with attention's
+#                                  short inner dimension cost more than they skip);
+#   form "ab":  (M * a) @ b        weights times values (a is not read outside M);
+#   form "aTb": (M * a)^T @ b      the gradients of the values and keys.
+# The VJP of each form is two of the forms (the family is closed), so double backward works.
+# The weights are exactly 0 above the diagonal, so (M * w) @ v is w @ v; at W2's sizes
+# (128 positions, blocks of 32) "ab" and "aTb" do 5/8 of the full products' multiply-adds.
+# Each is one NumPy matmul per row block (per column block for "aTb") over the whole batch,
+# in parts of the first batch dimension (NOTE [ Batch parts ]): every matrix is computed the
+# same way whatever the split.
+
+CAUSAL_BLOCK = 32  # rows per block of attention's causal products
+
+
+def _causal_shape(a: np.ndarray, b: np.ndarray, form: str) -> tuple:
+    """The output shape of ``causal_matmul``; a ValueError if the operands do not fit."""
+    if a.ndim < 2 or a.shape[:-2] != b.shape[:-2] or a.ndim != b.ndim:
+        raise ValueError(f"expected operands of one batch shape with matrices, got shapes "
+                         f"{a.shape} and {b.shape}")
+    inner = {"abT": (-1, -1), "ab": (-1, -2), "aTb": (-2, -2)}.get(form)
+    if inner is None:
+        raise ValueError(f"form must be 'abT', 'ab' or 'aTb', got {form!r}")
+    if a.shape[inner[0]] != b.shape[inner[1]]:
+        raise ValueError(f"shapes {a.shape} and {b.shape} do not fit form {form!r}")
+    rows = {"abT": a.shape[-2], "ab": a.shape[-2], "aTb": a.shape[-1]}[form]
+    cols = b.shape[-2] if form == "abT" else b.shape[-1]
+    return a.shape[:-2] + (rows, cols)
+
+
+def _causal_blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
+                   block: int) -> None:
+    """``out`` = form ``form`` of ``a`` and ``b`` (NOTE [ Causal products ])."""
+    if form == "aTb":
+        length, width = a.shape[-2:]
+        for c0 in range(0, width, block):  # column block c: the rows from c0 on see it
+            c1 = min(width, c0 + block)
+            if c0 >= length:
+                out[..., c0:, :] = 0
+                break
+            np.matmul(a[..., c0:, c0:c1].swapaxes(-1, -2), b[..., c0:, :],
+                      out=out[..., c0:c1, :])
+        return
+    length = a.shape[-2]
+    if form == "abT":
+        # one product, then the blocks above the diagonal zeroed: with a short inner
+        # dimension (attention's head size) row blocks of it cost more than they skip
+        np.matmul(a, b.swapaxes(-1, -2), out=out)
+        for r0 in range(0, length, block):
+            out[..., r0:r0 + block, r0 + block:] = 0
+        return
+    for r0 in range(0, length, block):
+        c1 = r0 + block
+        np.matmul(a[..., r0:c1, :c1], b[..., :c1, :], out=out[..., r0:c1, :])
+
+
+@primitive("causal_matmul", saves={"a": (1,), "b": (0,)}, kind="matmul")
+def causal_matmul(a, b, *, form, block):
+    """A product of ``a`` and ``b`` that skips the blocks above the diagonal: form ``"abT"``
+    is ``M * (a @ b^T)``, ``"ab"`` is ``(M * a) @ b``, ``"aTb"`` is ``(M * a)^T @ b``, with
+    ``M`` the block mask of NOTE [ Causal products ] in ops/nn.py (``block`` rows per
+    block); attention's products with ``is_causal``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.nn import causal_matmul
+        >>> causal_matmul(mg.ones(3, 2), mg.ones(3, 2), form="abT", block=1)
+        tensor([[2., 0., 0.],
+                [2., 2., 0.],
+                [2., 2., 2.]])
+    """
+    shape = _causal_shape(a, b, form)
+    if not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be a positive int, got {block!r}")
+    out = np.empty(shape, dtype=np.result_type(a, b))
+    if a.ndim == 2:
+        _causal_blocks(a, b, out, form, block)
+        return out
+    macs = math.prod(shape) * (b.shape[-1] if form == "abT" else a.shape[-1]) // 2
+
+    def work(lo: int, hi: int) -> None:
+        _causal_blocks(a[lo:hi], b[lo:hi], out[lo:hi], form, block)
+
+    parts.in_parts(a.shape[0], macs, work)
+    return out
+
+
+@causal_matmul.vjp
+def _(g, out, needs, a, b, form, block):
+    # each form's gradients are two of the forms (NOTE [ Causal products ])
+    rule = {"abT": (("ab", g, b), ("aTb", g, a)),
+            "ab": (("abT", g, b), ("aTb", a, g)),
+            "aTb": (("abT", b, g), ("ab", a, g))}[form]
+    return tuple(causal_matmul(x, y, form=f, block=block) if needs[i] else None
+                 for i, (f, x, y) in enumerate(rule))
+
+
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
@@ -841,7 +943,8 @@ def scaled_dot_product_attention(
     scale: float | None = None,
 ) -> Tensor:
     """``softmax(query @ key^T * scale + mask) @ value``, a composite of matmul and the
-    fused softmax (its gradient comes from theirs).
+    fused softmax (its gradient comes from theirs); with ``is_causal`` and operands of one
+    batch shape, the products skip the blocks above the diagonal (``causal_matmul``).
 
     Args:
         query: (..., L, E); key: (..., S, E); value: (..., S, Ev).
@@ -879,6 +982,14 @@ def scaled_dot_product_attention(
     _check_float(query, "scaled_dot_product_attention")
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
+    if is_causal and query.ndim == key.ndim == value.ndim \
+            and query.shape[:-2] == key.shape[:-2] == value.shape[:-2]:
+        # the blocks above the diagonal are skipped (NOTE [ Causal products ])
+        scores = causal_matmul(query, key, form="abT", block=CAUSAL_BLOCK)
+        weights = _attention_softmax(scores, scale=float(scale), causal=True)
+        if dropout_p > 0.0:
+            weights = dropout(weights, dropout_p)
+        return causal_matmul(weights, value, form="ab", block=CAUSAL_BLOCK)
     scores = query @ key.mT
     if attn_mask is None:  # the scale and the causal mask are folded into the softmax
         weights = _attention_softmax(scores, scale=float(scale), causal=bool(is_causal))

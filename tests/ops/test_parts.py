@@ -231,6 +231,21 @@ def test_attention_softmax_in_parts_of_whole_matrices(two_threads, causal):
     assert helpers, "no part ran on a helper thread"
 
 
+@pytest.mark.parametrize("form", ["abT", "ab", "aTb"])
+def test_causal_matmul_in_parts_equals_one_call(two_threads, form):
+    from memgrad.ops.nn import _causal_blocks, causal_matmul
+
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((5, 2, 7, 3 if form == "abT" else 7)).astype(np.float32)
+    b = rng.standard_normal((5, 2, 7, 3)).astype(np.float32)
+    out = causal_matmul(mg.tensor(a), mg.tensor(b), form=form, block=3)
+    whole = np.empty(out.shape, np.float32)
+    _causal_blocks(a, b, whole, form, 3)  # the whole batch in one call, on this thread
+    np.testing.assert_array_equal(out.numpy(), whole)
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+
+
 def test_the_gradient_of_a_transposed_right_operand_comes_in_its_own_layout():
     # scores = q @ k.mT: k's gradient is computed as (g.mT @ q).mT, so that it reaches k
     # untransposed; values as NumPy's
