@@ -846,7 +846,9 @@ def _(gg, out, needs, g, y, scale):
 # (128 positions, blocks of 32) "ab" and "aTb" do 5/8 of the full products' multiply-adds.
 # Each is one NumPy matmul per row block (per column block for "aTb") over the whole batch,
 # in parts of the first batch dimension (NOTE [ Batch parts ]): every matrix is computed the
-# same way whatever the split.
+# same way whatever the split. Their results take the layout of heads split from one
+# projection when ``b`` has it (``_like_heads``), so that attention's output, and the
+# gradients of queries, keys and values, merge their heads back without a copy.
 
 CAUSAL_BLOCK = 32  # rows per block of attention's causal products
 
@@ -892,6 +894,17 @@ def _causal_blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
         np.matmul(a[..., r0:c1, :c1], b[..., :c1, :], out=out[..., r0:c1, :])
 
 
+def _like_heads(b: np.ndarray, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """An empty array of ``shape``, laid out as ``b`` when ``b`` is (N, H, T, D) heads split
+    from contiguous (N, T, H, D) rows (``x.reshape(n, t, h, d).transpose(1, 2)``): then the
+    result merges its heads back (``.transpose(1, 2).reshape(n, t, h * d)``) without a
+    copy, in forward and in backward."""
+    if b.ndim == 4 and b.shape[1] > 1 and b.swapaxes(1, 2).flags.c_contiguous:
+        n, h, t, d = shape
+        return np.empty((n, t, h, d), dtype).swapaxes(1, 2)
+    return np.empty(shape, dtype)
+
+
 @primitive("causal_matmul", saves={"a": (1,), "b": (0,)}, kind="matmul")
 def causal_matmul(a, b, *, form, block):
     """A product of ``a`` and ``b`` that skips the blocks above the diagonal: form ``"abT"``
@@ -910,7 +923,8 @@ def causal_matmul(a, b, *, form, block):
     shape = _causal_shape(a, b, form)
     if not isinstance(block, int) or block < 1:
         raise ValueError(f"block must be a positive int, got {block!r}")
-    out = np.empty(shape, dtype=np.result_type(a, b))
+    out = _like_heads(b, shape, np.result_type(a, b)) if form != "abT" else \
+        np.empty(shape, dtype=np.result_type(a, b))
     if a.ndim == 2:
         _causal_blocks(a, b, out, form, block)
         return out

@@ -478,6 +478,27 @@ def test_causal_attention_skips_blocks_with_the_values_and_gradients_of_the_full
           leaf(1, 5, 2), leaf(1, 6, 2, seed=1), leaf(1, 6, 3, seed=2))
 
 
+def test_causal_attention_of_split_heads_merges_them_back_without_copies():
+    # q, k, v as a transformer splits them from (n, t, h * d) projections: the output and
+    # the gradients of the projections come in that layout, so merging the heads is a view
+    n, t, h, d = 2, 5, 3, 4
+    xs = [mg.tensor(rand(n, t, h * d, seed=i), requires_grad=True) for i in range(3)]
+    q, k, v = (x.reshape(n, t, h, d).transpose(1, 2) for x in xs)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    merged = y.transpose(1, 2).reshape(n, t, h * d)
+    assert np.shares_memory(merged.numpy(), y.numpy())
+    a = [x.numpy().reshape(n, t, h, d).transpose(0, 2, 1, 3) for x in xs]
+    np.testing.assert_allclose(y.numpy(), attention_ref(*a, True), rtol=1e-12)
+    g = rand(n, t, h * d, seed=5)
+    merged.backward(T(g))
+    want = [mg.tensor(x.numpy(), requires_grad=True) for x in xs]
+    qc, kc, vc = (w.reshape(n, t, h, d).transpose(1, 2).contiguous() for w in want)
+    F.scaled_dot_product_attention(qc, kc, vc, is_causal=True).transpose(1, 2).reshape(
+        n, t, h * d).backward(T(g))
+    for x, w in zip(xs, want):
+        np.testing.assert_allclose(x.grad.numpy(), w.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
 def test_causal_matmul_rejects_operands_that_do_not_fit():
     from memgrad.ops.nn import causal_matmul
 
