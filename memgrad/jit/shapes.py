@@ -507,6 +507,16 @@ def _layer_norm_weight_grad(args: list, params: dict, max_elements: int) -> tupl
     return _normalized_shape(x, params), dtype
 
 
+def _layer_norm_grads(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("g", "x", "weight"))
+    _keys(params, ("ndim", "eps"))
+    _, x, dtype = _float_pair(args, ("g", "x"))
+    tail = _normalized_shape(x, params)
+    _affine(args, 2, "weight", tail)
+    rows = math.prod(x.shape[:x.ndim - len(tail)])
+    return (rows + 2, math.prod(tail)), dtype
+
+
 def _dim(x: Meta, params: dict) -> None:
     dim = _int(params["dim"], "dim")
     if x.ndim and not -x.ndim <= dim < x.ndim:
@@ -704,6 +714,7 @@ _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "layer_norm": _layer_norm,
     "layer_norm_backward": _layer_norm_backward,
     "layer_norm_weight_grad": _layer_norm_weight_grad,
+    "layer_norm_grads": _layer_norm_grads,
     "softmax": _softmax,
     "log_softmax": _softmax,
     "softmax_backward": _softmax_backward,

@@ -156,6 +156,7 @@ index_put: Primitive
 index_scatter: Primitive
 layer_norm: Primitive
 layer_norm_backward: Primitive
+layer_norm_grads: Primitive
 layer_norm_weight_grad: Primitive
 leaky_relu: Primitive
 linear: Primitive

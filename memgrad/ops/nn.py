@@ -320,7 +320,11 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
 # weight folded in), ``layer_norm_weight_grad`` (sum over rows of g * normalized x) and
 # sum_to (bias). The Jacobian J of the normalization is symmetric, so the VJPs of these
 # primitives are again layer_norm_backward and layer_norm_weight_grad calls, plus a
-# composite term for the second derivative with respect to x.
+# composite term for the second derivative with respect to x. When all three gradients are
+# needed, they come from one primitive instead, ``layer_norm_grads``, one kernel pass over
+# g and x (the separate kernels read both twice and g a third time for the bias): its
+# result stacks them as rows of one array, which the VJP hands on as views, and its own
+# VJP is the sum of the three separate ones.
 
 
 _NORM_COST = 16  # an element of the layer norm kernels, in multiply-adds (for in_parts)
@@ -355,6 +359,12 @@ def _layer_norm(x, weight, bias, *, ndim, eps):
 
 @_layer_norm.vjp
 def _(g, out, needs, x, weight, bias, ndim, eps):
+    if needs[0] and needs[1] and needs[2]:
+        # all three from one pass over g and x (NOTE [ Fused layer norm ])
+        packed = layer_norm_grads(g, x, weight, ndim=ndim, eps=eps)
+        n = packed.shape[0] - 2
+        return (packed[:n].reshape(x.shape), packed[n].reshape(weight.shape),
+                packed[n + 1].reshape(bias.shape))
     return (
         layer_norm_backward(g, x, weight, ndim=ndim, eps=eps) if needs[0] else None,
         layer_norm_weight_grad(g, x, ndim=ndim, eps=eps) if needs[1] else None,
@@ -403,6 +413,49 @@ def _(u, out, needs, g, x, weight, ndim, eps):
         )
     gw = sum_to(g * ju, shape=weight.shape) if needs[2] else None
     return gg, gx, gw
+
+
+@primitive("layer_norm_grads", saves={"g": (1, 2), "x": (0, 1, 2), "weight": (0, 1),
+                                       "out": (1,)}, kind="norm")
+def layer_norm_grads(g, x, weight, *, ndim, eps):
+    """The three gradients of ``layer_norm`` in one op, stacked as rows of one (n + 2, d)
+    array: the input gradient ``J(x) (g * weight)`` as n rows (of d, the normalized size),
+    then the weight gradient (``layer_norm_weight_grad``) and the bias gradient (the sum
+    of ``g`` over rows); itself differentiable (NOTE [ Fused layer norm ])."""
+    from memgrad._kernels.norm import ROWS_PER_CHUNK, layer_norm_grads_chunks
+
+    dtype = np.result_type(g, x)
+    rows, gr = _rows(x, ndim, dtype), _rows(g, ndim, dtype)
+    n, d = rows.shape
+    w = _affine(weight, d, 1.0, dtype)
+    packed = np.empty((n + 2, d), dtype)
+    partial = np.zeros(((n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK, 2, d))
+
+    def work(lo: int, hi: int) -> None:  # whole chunks, summed in order after
+        hi = min(hi, n)
+        c0, c1 = lo // ROWS_PER_CHUNK, (hi + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK
+        layer_norm_grads_chunks(gr[lo:hi], rows[lo:hi], w, eps, packed[lo:hi],
+                                partial[c0:c1])
+
+    if rows.size:
+        _rows_in_parts(partial.shape[0], ROWS_PER_CHUNK, rows.size * _NORM_COST, work)
+    packed[n:] = partial.sum(axis=0)
+    return packed
+
+
+@layer_norm_grads.vjp
+def _(u, out, needs, g, x, weight, ndim, eps):
+    # the VJPs of the three separate gradients (layer_norm_backward, layer_norm_weight_grad
+    # and sum_to), each on its rows of u, added
+    n = u.shape[0] - 2
+    tail = x.shape[len(x.shape) - ndim:]
+    ux, uw, ub = u[:n].reshape(x.shape), u[n].reshape(tail), u[n + 1].reshape(tail)
+    gx_out = None if out is None else out[:n].reshape(x.shape)
+    a = layer_norm_backward.vjp_fn(ux, gx_out, needs, g, x, weight, ndim=ndim, eps=eps)
+    b = layer_norm_weight_grad.vjp_fn(uw, None, needs[:2], g, x, ndim=ndim, eps=eps)
+    gg = a[0] + b[0] + ub if needs[0] else None
+    gx = a[1] + b[1] if needs[1] else None
+    return gg, gx, a[2]
 
 
 @primitive("layer_norm_weight_grad", saves={"g": (1,), "x": (0, 1)}, kind="norm")

@@ -592,11 +592,12 @@ def _np_normalized(x: np.ndarray, ndim: int, eps: float) -> np.ndarray:
     return c / np.sqrt((c * c).mean(axis=axes, keepdims=True) + eps)
 
 
-def _np_layer_norm_grad(g: np.ndarray, x: np.ndarray, w: Any, ndim: int) -> np.ndarray:
+def _np_layer_norm_grad(g: np.ndarray, x: np.ndarray, w: Any, ndim: int,
+                        eps: float = 1e-5) -> np.ndarray:
     # the Jacobian of the normalization written out, applied to a = g * w
     axes = tuple(range(x.ndim - ndim, x.ndim))
     c = x - x.mean(axis=axes, keepdims=True)
-    rstd = 1 / np.sqrt((c * c).mean(axis=axes, keepdims=True) + 1e-5)
+    rstd = 1 / np.sqrt((c * c).mean(axis=axes, keepdims=True) + eps)
     h = c * rstd
     a = g * w
     return rstd * (a - a.mean(axis=axes, keepdims=True)
@@ -768,6 +769,25 @@ case("layer_norm_weight_grad", "1dim", inputs(normal(3, 4), normal(3, 4)),
 case("layer_norm_weight_grad", "2dims", inputs(normal(2, 3, 4), normal(2, 3, 4)),
      lambda g, x: P("layer_norm_weight_grad")(g, x, ndim=2, eps=1e-5),
      lambda g, x: (g * _np_normalized(x, 2, 1e-5)).sum(axis=0))
+
+case("layer_norm_grads", "weight", inputs(normal(3, 4), normal(3, 4), normal(4)),
+     lambda g, x, w: P("layer_norm_grads")(g, x, w, ndim=1, eps=1e-5),
+     lambda g, x, w: np.concatenate([_np_layer_norm_grad(g, x, w, 1),
+                                     (g * _np_normalized(x, 1, 1e-5)).sum(axis=0)[None],
+                                     g.sum(axis=0)[None]]))
+case("layer_norm_grads", "2dims", inputs(normal(2, 3, 4), normal(2, 3, 4), normal(3, 4)),
+     lambda g, x, w: P("layer_norm_grads")(g, x, w, ndim=2, eps=1e-5),
+     lambda g, x, w: np.concatenate([_np_layer_norm_grad(g, x, w, 2).reshape(2, 12),
+                                     (g * _np_normalized(x, 2, 1e-5)).sum(axis=0).reshape(1, 12),
+                                     g.sum(axis=0).reshape(1, 12)]))
+case("layer_norm_grads", "no-weight", inputs(normal(5, 3), normal(5, 3)),
+     lambda g, x: P("layer_norm_grads")(g, x, None, ndim=1, eps=1e-2),
+     lambda g, x: np.concatenate([_np_layer_norm_grad(g, x, 1.0, 1, 1e-2),
+                                  (g * _np_normalized(x, 1, 1e-2)).sum(axis=0)[None],
+                                  g.sum(axis=0)[None]]))
+case("layer_norm", "public-affine-2dims", inputs(normal(2, 3, 4), normal(3, 4), normal(3, 4)),
+     lambda x, w, b: F.layer_norm(x, (3, 4), w, b),
+     lambda x, w, b: _np_normalized(x, 2, 1e-5) * w + b)
 
 case("embedding", "2d-indices", inputs(normal(6, 3)),
      lambda w: P("embedding")(mg.tensor(_INDICES), w, padding_idx=None), lambda w: w[_INDICES])
