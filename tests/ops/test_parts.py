@@ -206,6 +206,7 @@ def test_layer_norm_in_parts_equals_one_kernel_call(two_threads):
     np.testing.assert_array_equal(xt.grad.numpy().reshape(200, 6),
                                   norm.layer_norm_backward(g2, x2, w, 1e-5))
     np.testing.assert_array_equal(wt.grad.numpy(), norm.layer_norm_weight_grad(g2, x2, 1e-5))
+    np.testing.assert_array_equal(bt.grad.numpy(), norm.layer_norm_grads(g2, x2, w, 1e-5)[2])
     np.testing.assert_allclose(wt.grad.numpy(),
                                norm.layer_norm_weight_grad_reference(g2, x2, 1e-5), rtol=1e-5)
     helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
