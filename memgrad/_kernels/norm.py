@@ -7,7 +7,9 @@ float64 sums) and ``h = (x - mean) * rstd``:
 * ``layer_norm_forward``: ``h * weight + bias``;
 * ``layer_norm_backward``: with ``a = g * weight``,
   ``rstd * (a - mean(a) - h * mean(a * h))``;
-* ``layer_norm_weight_grad``: ``sum over rows of g * h``.
+* ``layer_norm_weight_grad``: ``sum over rows of g * h``;
+* ``layer_norm_grads``: the three gradients (input, weight, bias) in one pass over ``g``
+  and ``x`` (the separate kernels read them twice, and the bias gradient a third time).
 
 ``*_into`` forms write into a given ``out`` (``layer_norm_weight_grad_chunks``: the sums of
 chunks of rows), so that parts of the rows can run on several threads.
@@ -32,9 +34,12 @@ __all__ = [
     "layer_norm_forward_into",
     "layer_norm_backward_into",
     "layer_norm_weight_grad_chunks",
+    "layer_norm_grads",
+    "layer_norm_grads_chunks",
     "layer_norm_forward_reference",
     "layer_norm_backward_reference",
     "layer_norm_weight_grad_reference",
+    "layer_norm_grads_reference",
 ]
 
 ROWS_PER_CHUNK = 64  # layer_norm_weight_grad sums rows in chunks, then the chunks
@@ -167,6 +172,54 @@ def layer_norm_weight_grad(g, x, eps):
     return total.astype(x.dtype)
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def layer_norm_grads_chunks(g, x, weight, eps, out, partial):
+    """``out`` = the input gradient (as ``layer_norm_backward_into``), and ``partial[c, 0]``
+    = the sum over the rows of chunk ``c`` of ``g * h`` (as in
+    ``layer_norm_weight_grad_chunks``), ``partial[c, 1]`` that of ``g``: the three
+    gradients of ``layer_norm_forward`` in one pass over each row. ``partial`` is float64
+    (chunks, 2, D), zeros on entry; the chunks as in ``layer_norm_weight_grad_chunks``, so
+    that parts cut at chunk boundaries can run on several threads."""
+    n, d = x.shape
+    _check(x, g, "layer norm kernel: g must have the input's shape")
+    _check(x, out, "layer norm kernel: out must have the input's shape")
+    _check_affine(x, weight)
+    if partial.shape != ((n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK, 2, d):
+        raise ValueError("layer norm kernel: partial must be (chunks of the rows, 2, D)")
+    if d == 0:
+        return
+    inv_d = 1.0 / d
+    for c in range(partial.shape[0]):
+        for i in range(c * ROWS_PER_CHUNK, min((c + 1) * ROWS_PER_CHUNK, n)):
+            mean, rstd = _row_stats(x, i, eps)
+            sa, sah = _row_grad_sums(g, x, weight, i, mean, rstd)
+            ma = sa * inv_d
+            mah = sah * inv_d
+            for j in range(d):
+                h = (x[i, j] - mean) * rstd
+                out[i, j] = rstd * (g[i, j] * np.float64(weight[j]) - ma - h * mah)
+                partial[c, 0, j] += g[i, j] * h
+                partial[c, 1, j] += g[i, j]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def layer_norm_grads(g, x, weight, eps):
+    """``(input gradient (N, D), weight gradient (D,), bias gradient (D,))`` of
+    ``layer_norm_forward(x, weight, bias, eps)`` times ``g``, in one pass; the sums over
+    rows in chunks, then the chunks (as ``layer_norm_weight_grad``)."""
+    n, d = x.shape
+    out = np.empty_like(g)
+    partial = np.zeros(((n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK, 2, d))
+    layer_norm_grads_chunks(g, x, weight, eps, out, partial)
+    total = np.zeros((2, d))
+    for c in range(partial.shape[0]):
+        for k in range(2):
+            for j in range(d):
+                total[k, j] += partial[c, k, j]
+    sums = total.astype(g.dtype)
+    return out, sums[0], sums[1]
+
+
 def _normalized(x, eps):
     mean = x.mean(axis=1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
@@ -191,3 +244,9 @@ def layer_norm_backward_reference(g, x, weight, eps):
 def layer_norm_weight_grad_reference(g, x, eps):
     """NumPy formulation of ``layer_norm_weight_grad``."""
     return (g * _normalized(x, eps)).sum(axis=0)
+
+
+def layer_norm_grads_reference(g, x, weight, eps):
+    """NumPy formulation of ``layer_norm_grads``."""
+    return (layer_norm_backward_reference(g, x, weight, eps),
+            layer_norm_weight_grad_reference(g, x, eps), g.sum(axis=0))

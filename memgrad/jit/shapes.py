@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from memgrad.autograd.graph import Meta
+from memgrad.ops.nn import _causal_shape
 from memgrad.ops.registry import REGISTRY
 
 __all__ = ["DTYPES", "elements", "result_type"]
@@ -506,6 +507,16 @@ def _layer_norm_weight_grad(args: list, params: dict, max_elements: int) -> tupl
     return _normalized_shape(x, params), dtype
 
 
+def _layer_norm_grads(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("g", "x", "weight"))
+    _keys(params, ("ndim", "eps"))
+    _, x, dtype = _float_pair(args, ("g", "x"))
+    tail = _normalized_shape(x, params)
+    _affine(args, 2, "weight", tail)
+    rows = math.prod(x.shape[:x.ndim - len(tail)])
+    return (rows + 2, math.prod(tail)), dtype
+
+
 def _dim(x: Meta, params: dict) -> None:
     dim = _int(params["dim"], "dim")
     if x.ndim and not -x.ndim <= dim < x.ndim:
@@ -550,6 +561,17 @@ def _attention_softmax_backward(args: list, params: dict, max_elements: int) -> 
         raise ValueError("g must have at least 1 dimension, got a 0-d value")
     _real(params["scale"], "scale")
     return g.shape, dtype
+
+
+def _causal_matmul(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("a", "b"))
+    _keys(params, ("form", "block"))
+    a, b = _tensor(args, 0, "a"), _tensor(args, 1, "b")
+    _floating(a, "a")
+    _floating(b, "b")
+    _int(params["block"], "block", 1)
+    shape = _causal_shape(a, b, params["form"])  # a ValueError if they do not fit
+    return shape, np.result_type(a.dtype, b.dtype)
 
 
 def _classes(args: list, params: dict, x_at: int) -> Meta:
@@ -692,12 +714,14 @@ _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "layer_norm": _layer_norm,
     "layer_norm_backward": _layer_norm_backward,
     "layer_norm_weight_grad": _layer_norm_weight_grad,
+    "layer_norm_grads": _layer_norm_grads,
     "softmax": _softmax,
     "log_softmax": _softmax,
     "softmax_backward": _softmax_backward,
     "log_softmax_backward": _softmax_backward,
     "attention_softmax": _attention_softmax,
     "attention_softmax_backward": _attention_softmax_backward,
+    "causal_matmul": _causal_matmul,
     "nll_loss": _nll_loss,
     "nll_loss_backward": _nll_loss_backward,
     "gather_backward": _gather_backward,

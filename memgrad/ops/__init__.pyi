@@ -138,6 +138,7 @@ from memgrad.ops.unary import trunc as trunc
 HANDLES: dict[str, Any]
 attention_softmax: Primitive
 attention_softmax_backward: Primitive
+causal_matmul: Primitive
 contiguous: Primitive
 conv2d: Primitive
 conv2d_input_grad: Primitive
@@ -155,6 +156,7 @@ index_put: Primitive
 index_scatter: Primitive
 layer_norm: Primitive
 layer_norm_backward: Primitive
+layer_norm_grads: Primitive
 layer_norm_weight_grad: Primitive
 leaky_relu: Primitive
 linear: Primitive

@@ -320,7 +320,11 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
 # weight folded in), ``layer_norm_weight_grad`` (sum over rows of g * normalized x) and
 # sum_to (bias). The Jacobian J of the normalization is symmetric, so the VJPs of these
 # primitives are again layer_norm_backward and layer_norm_weight_grad calls, plus a
-# composite term for the second derivative with respect to x.
+# composite term for the second derivative with respect to x. When all three gradients are
+# needed, they come from one primitive instead, ``layer_norm_grads``, one kernel pass over
+# g and x (the separate kernels read both twice and g a third time for the bias): its
+# result stacks them as rows of one array, which the VJP hands on as views, and its own
+# VJP is the sum of the three separate ones.
 
 
 _NORM_COST = 16  # an element of the layer norm kernels, in multiply-adds (for in_parts)
@@ -355,6 +359,12 @@ def _layer_norm(x, weight, bias, *, ndim, eps):
 
 @_layer_norm.vjp
 def _(g, out, needs, x, weight, bias, ndim, eps):
+    if needs[0] and needs[1] and needs[2]:
+        # all three from one pass over g and x (NOTE [ Fused layer norm ])
+        packed = layer_norm_grads(g, x, weight, ndim=ndim, eps=eps)
+        n = packed.shape[0] - 2
+        return (packed[:n].reshape(x.shape), packed[n].reshape(weight.shape),
+                packed[n + 1].reshape(bias.shape))
     return (
         layer_norm_backward(g, x, weight, ndim=ndim, eps=eps) if needs[0] else None,
         layer_norm_weight_grad(g, x, ndim=ndim, eps=eps) if needs[1] else None,
@@ -403,6 +413,49 @@ def _(u, out, needs, g, x, weight, ndim, eps):
         )
     gw = sum_to(g * ju, shape=weight.shape) if needs[2] else None
     return gg, gx, gw
+
+
+@primitive("layer_norm_grads", saves={"g": (1, 2), "x": (0, 1, 2), "weight": (0, 1),
+                                       "out": (1,)}, kind="norm")
+def layer_norm_grads(g, x, weight, *, ndim, eps):
+    """The three gradients of ``layer_norm`` in one op, stacked as rows of one (n + 2, d)
+    array: the input gradient ``J(x) (g * weight)`` as n rows (of d, the normalized size),
+    then the weight gradient (``layer_norm_weight_grad``) and the bias gradient (the sum
+    of ``g`` over rows); itself differentiable (NOTE [ Fused layer norm ])."""
+    from memgrad._kernels.norm import ROWS_PER_CHUNK, layer_norm_grads_chunks
+
+    dtype = np.result_type(g, x)
+    rows, gr = _rows(x, ndim, dtype), _rows(g, ndim, dtype)
+    n, d = rows.shape
+    w = _affine(weight, d, 1.0, dtype)
+    packed = np.empty((n + 2, d), dtype)
+    partial = np.zeros(((n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK, 2, d))
+
+    def work(lo: int, hi: int) -> None:  # whole chunks, summed in order after
+        hi = min(hi, n)
+        c0, c1 = lo // ROWS_PER_CHUNK, (hi + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK
+        layer_norm_grads_chunks(gr[lo:hi], rows[lo:hi], w, eps, packed[lo:hi],
+                                partial[c0:c1])
+
+    if rows.size:
+        _rows_in_parts(partial.shape[0], ROWS_PER_CHUNK, rows.size * _NORM_COST, work)
+    packed[n:] = partial.sum(axis=0)
+    return packed
+
+
+@layer_norm_grads.vjp
+def _(u, out, needs, g, x, weight, ndim, eps):
+    # the VJPs of the three separate gradients (layer_norm_backward, layer_norm_weight_grad
+    # and sum_to), each on its rows of u, added
+    n = u.shape[0] - 2
+    tail = x.shape[len(x.shape) - ndim:]
+    ux, uw, ub = u[:n].reshape(x.shape), u[n].reshape(tail), u[n + 1].reshape(tail)
+    gx_out = None if out is None else out[:n].reshape(x.shape)
+    a = layer_norm_backward.vjp_fn(ux, gx_out, needs, g, x, weight, ndim=ndim, eps=eps)
+    b = layer_norm_weight_grad.vjp_fn(uw, None, needs[:2], g, x, ndim=ndim, eps=eps)
+    gg = a[0] + b[0] + ub if needs[0] else None
+    gx = a[1] + b[1] if needs[1] else None
+    return gg, gx, a[2]
 
 
 @primitive("layer_norm_weight_grad", saves={"g": (1,), "x": (0, 1)}, kind="norm")
@@ -831,6 +884,122 @@ def _(gg, out, needs, g, y, scale):
     return gg_g, gy
 
 
+# NOTE [ Causal products ]
+# With ``is_causal`` (and no attn_mask), attention's products skip the blocks above the
+# diagonal. The rows of each (L, S) score matrix are cut into blocks of ``block`` rows; row
+# ``i`` keeps the columns ``j < (i // block + 1) * block`` (the block mask M, which holds the
+# causal mask ``j <= i``). ``causal_matmul`` computes, over matching batch dimensions:
+#   form "abT": M * (a @ b^T)      the scores q k^T (0 outside M; computed whole, then
+#                                  zeroed there: row blocks of a product with attention's
+#                                  short inner dimension cost more than they skip);
+#   form "ab":  (M * a) @ b        weights times values (a is not read outside M);
+#   form "aTb": (M * a)^T @ b      the gradients of the values and keys.
+# The VJP of each form is two of the forms (the family is closed), so double backward works.
+# The weights are exactly 0 above the diagonal, so (M * w) @ v is w @ v; at W2's sizes
+# (128 positions, blocks of 32) "ab" and "aTb" do 5/8 of the full products' multiply-adds.
+# Each is one NumPy matmul per row block (per column block for "aTb") over the whole batch,
+# in parts of the first batch dimension (NOTE [ Batch parts ]): every matrix is computed the
+# same way whatever the split. Their results take the layout of heads split from one
+# projection when ``b`` has it (``_like_heads``), so that attention's output, and the
+# gradients of queries, keys and values, merge their heads back without a copy.
+
+CAUSAL_BLOCK = 32  # rows per block of attention's causal products
+
+
+def _causal_shape(a: np.ndarray, b: np.ndarray, form: str) -> tuple:
+    """The output shape of ``causal_matmul``; a ValueError if the operands do not fit."""
+    if a.ndim < 2 or a.shape[:-2] != b.shape[:-2] or a.ndim != b.ndim:
+        raise ValueError(f"expected operands of one batch shape with matrices, got shapes "
+                         f"{a.shape} and {b.shape}")
+    inner = {"abT": (-1, -1), "ab": (-1, -2), "aTb": (-2, -2)}.get(form)
+    if inner is None:
+        raise ValueError(f"form must be 'abT', 'ab' or 'aTb', got {form!r}")
+    if a.shape[inner[0]] != b.shape[inner[1]]:
+        raise ValueError(f"shapes {a.shape} and {b.shape} do not fit form {form!r}")
+    rows = {"abT": a.shape[-2], "ab": a.shape[-2], "aTb": a.shape[-1]}[form]
+    cols = b.shape[-2] if form == "abT" else b.shape[-1]
+    return a.shape[:-2] + (rows, cols)
+
+
+def _causal_blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
+                   block: int) -> None:
+    """``out`` = form ``form`` of ``a`` and ``b`` (NOTE [ Causal products ])."""
+    if form == "aTb":
+        length, width = a.shape[-2:]
+        for c0 in range(0, width, block):  # column block c: the rows from c0 on see it
+            c1 = min(width, c0 + block)
+            if c0 >= length:
+                out[..., c0:, :] = 0
+                break
+            np.matmul(a[..., c0:, c0:c1].swapaxes(-1, -2), b[..., c0:, :],
+                      out=out[..., c0:c1, :])
+        return
+    length = a.shape[-2]
+    if form == "abT":
+        # one product, then the blocks above the diagonal zeroed: with a short inner
+        # dimension (attention's head size) row blocks of it cost more than they skip
+        np.matmul(a, b.swapaxes(-1, -2), out=out)
+        for r0 in range(0, length, block):
+            out[..., r0:r0 + block, r0 + block:] = 0
+        return
+    for r0 in range(0, length, block):
+        c1 = r0 + block
+        np.matmul(a[..., r0:c1, :c1], b[..., :c1, :], out=out[..., r0:c1, :])
+
+
+def _like_heads(b: np.ndarray, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """An empty array of ``shape``, laid out as ``b`` when ``b`` is (N, H, T, D) heads split
+    from contiguous (N, T, H, D) rows (``x.reshape(n, t, h, d).transpose(1, 2)``): then the
+    result merges its heads back (``.transpose(1, 2).reshape(n, t, h * d)``) without a
+    copy, in forward and in backward."""
+    if b.ndim == 4 and b.shape[1] > 1 and b.swapaxes(1, 2).flags.c_contiguous:
+        n, h, t, d = shape
+        return np.empty((n, t, h, d), dtype).swapaxes(1, 2)
+    return np.empty(shape, dtype)
+
+
+@primitive("causal_matmul", saves={"a": (1,), "b": (0,)}, kind="matmul")
+def causal_matmul(a, b, *, form, block):
+    """A product of ``a`` and ``b`` that skips the blocks above the diagonal: form ``"abT"``
+    is ``M * (a @ b^T)``, ``"ab"`` is ``(M * a) @ b``, ``"aTb"`` is ``(M * a)^T @ b``, with
+    ``M`` the block mask of NOTE [ Causal products ] in ops/nn.py (``block`` rows per
+    block); attention's products with ``is_causal``.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.nn import causal_matmul
+        >>> causal_matmul(mg.ones(3, 2), mg.ones(3, 2), form="abT", block=1)
+        tensor([[2., 0., 0.],
+                [2., 2., 0.],
+                [2., 2., 2.]])
+    """
+    shape = _causal_shape(a, b, form)
+    if not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be a positive int, got {block!r}")
+    out = _like_heads(b, shape, np.result_type(a, b)) if form != "abT" else \
+        np.empty(shape, dtype=np.result_type(a, b))
+    if a.ndim == 2:
+        _causal_blocks(a, b, out, form, block)
+        return out
+    macs = math.prod(shape) * (b.shape[-1] if form == "abT" else a.shape[-1]) // 2
+
+    def work(lo: int, hi: int) -> None:
+        _causal_blocks(a[lo:hi], b[lo:hi], out[lo:hi], form, block)
+
+    parts.in_parts(a.shape[0], macs, work)
+    return out
+
+
+@causal_matmul.vjp
+def _(g, out, needs, a, b, form, block):
+    # each form's gradients are two of the forms (NOTE [ Causal products ])
+    rule = {"abT": (("ab", g, b), ("aTb", g, a)),
+            "ab": (("abT", g, b), ("aTb", a, g)),
+            "aTb": (("abT", b, g), ("ab", a, g))}[form]
+    return tuple(causal_matmul(x, y, form=f, block=block) if needs[i] else None
+                 for i, (f, x, y) in enumerate(rule))
+
+
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
@@ -841,7 +1010,8 @@ def scaled_dot_product_attention(
     scale: float | None = None,
 ) -> Tensor:
     """``softmax(query @ key^T * scale + mask) @ value``, a composite of matmul and the
-    fused softmax (its gradient comes from theirs).
+    fused softmax (its gradient comes from theirs); with ``is_causal`` and operands of one
+    batch shape, the products skip the blocks above the diagonal (``causal_matmul``).
 
     Args:
         query: (..., L, E); key: (..., S, E); value: (..., S, Ev).
@@ -879,6 +1049,14 @@ def scaled_dot_product_attention(
     _check_float(query, "scaled_dot_product_attention")
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
+    if is_causal and query.ndim == key.ndim == value.ndim \
+            and query.shape[:-2] == key.shape[:-2] == value.shape[:-2]:
+        # the blocks above the diagonal are skipped (NOTE [ Causal products ])
+        scores = causal_matmul(query, key, form="abT", block=CAUSAL_BLOCK)
+        weights = _attention_softmax(scores, scale=float(scale), causal=True)
+        if dropout_p > 0.0:
+            weights = dropout(weights, dropout_p)
+        return causal_matmul(weights, value, form="ab", block=CAUSAL_BLOCK)
     scores = query @ key.mT
     if attn_mask is None:  # the scale and the causal mask are folded into the softmax
         weights = _attention_softmax(scores, scale=float(scale), causal=bool(is_causal))

@@ -61,6 +61,36 @@ def test_layer_norm_weight_grad_matches_reference(case):
     _close(N.layer_norm_weight_grad(g, x, eps), want, x.dtype)
 
 
+@SETTINGS
+@given(rows())
+def test_layer_norm_grads_match_the_references_and_the_separate_kernels(case):
+    x, g, w, _, eps = case
+    gx, gw, gb = N.layer_norm_grads(g, x, w, eps)
+    for got, want in zip((gx, gw, gb), N.layer_norm_grads_reference(*_f64(g, x, w), eps)):
+        _close(got, want, x.dtype)
+    # the input and weight gradients are those of the separate kernels, to the bit
+    np.testing.assert_array_equal(gx, N.layer_norm_backward(g, x, w, eps))
+    np.testing.assert_array_equal(gw, N.layer_norm_weight_grad(g, x, eps))
+
+
+def test_layer_norm_grads_chunks_fill_their_chunks_and_check_shapes():
+    rng = np.random.default_rng(1)
+    x, g, w = rng.standard_normal((130, 5)), rng.standard_normal((130, 5)), rng.standard_normal(5)
+    out, partial = np.empty_like(x), np.zeros((3, 2, 5))  # chunks of 64, 64 and 2 rows
+    N.layer_norm_grads_chunks(g, x, w, 1e-5, out, partial)
+    np.testing.assert_allclose(out, N.layer_norm_backward_reference(g, x, w, 1e-5),
+                               rtol=1e-10, atol=1e-12)
+    h = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    for c, part in enumerate((slice(0, 64), slice(64, 128), slice(128, 130))):
+        np.testing.assert_allclose(partial[c, 0], (g[part] * h[part]).sum(0), rtol=1e-10,
+                                   atol=1e-12)
+        np.testing.assert_allclose(partial[c, 1], g[part].sum(0), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="partial must be"):
+        N.layer_norm_grads_chunks(g, x, w, 1e-5, out, np.zeros((2, 2, 5)))
+    with pytest.raises(ValueError, match="out must have the input's shape"):
+        N.layer_norm_grads_chunks(g, x, w, 1e-5, out[:3], partial)
+
+
 def test_constant_rows_normalize_to_zero():
     x = np.full((2, 5), 3.0, dtype=np.float32)
     w = np.ones(5, np.float32)

@@ -592,11 +592,12 @@ def _np_normalized(x: np.ndarray, ndim: int, eps: float) -> np.ndarray:
     return c / np.sqrt((c * c).mean(axis=axes, keepdims=True) + eps)
 
 
-def _np_layer_norm_grad(g: np.ndarray, x: np.ndarray, w: Any, ndim: int) -> np.ndarray:
+def _np_layer_norm_grad(g: np.ndarray, x: np.ndarray, w: Any, ndim: int,
+                        eps: float = 1e-5) -> np.ndarray:
     # the Jacobian of the normalization written out, applied to a = g * w
     axes = tuple(range(x.ndim - ndim, x.ndim))
     c = x - x.mean(axis=axes, keepdims=True)
-    rstd = 1 / np.sqrt((c * c).mean(axis=axes, keepdims=True) + 1e-5)
+    rstd = 1 / np.sqrt((c * c).mean(axis=axes, keepdims=True) + eps)
     h = c * rstd
     a = g * w
     return rstd * (a - a.mean(axis=axes, keepdims=True)
@@ -690,6 +691,44 @@ case("attention_softmax", "full", inputs(normal(2, 2, 3, 4)),
 case("attention_softmax", "sdpa", inputs(normal(2, 3, 4), normal(2, 5, 4), normal(2, 5, 2)),
      lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3),
      lambda q, k, v: _np_softmax(0.3 * q @ np.swapaxes(k, -1, -2), -1) @ v)
+def _block_mask(rows: int, cols: int, block: int) -> np.ndarray:
+    """The block mask of NOTE [ Causal products ]: row i keeps columns j < (i // block + 1)
+    * block."""
+    return np.arange(cols)[None, :] < (np.arange(rows)[:, None] // block + 1) * block
+
+
+def _causal(form: str, block: int) -> Callable[..., Any]:
+    return lambda a, b: P("causal_matmul")(a, b, form=form, block=block)
+
+
+case("causal_matmul", "abT", inputs(normal(2, 5, 3), normal(2, 7, 3)), _causal("abT", 2),
+     lambda a, b: _block_mask(5, 7, 2) * (a @ np.swapaxes(b, -1, -2)))
+case("causal_matmul", "abT-2d-tall", inputs(normal(7, 2), normal(4, 2)), _causal("abT", 3),
+     lambda a, b: _block_mask(7, 4, 3) * (a @ b.T))
+case("causal_matmul", "ab", inputs(normal(2, 1, 5, 7), normal(2, 1, 7, 3)), _causal("ab", 2),
+     lambda a, b: (_block_mask(5, 7, 2) * a) @ b)
+case("causal_matmul", "ab-2d-wide", inputs(normal(4, 9), normal(9, 2)), _causal("ab", 3),
+     lambda a, b: (_block_mask(4, 9, 3) * a) @ b)
+case("causal_matmul", "aTb", inputs(normal(2, 5, 7), normal(2, 5, 3)), _causal("aTb", 2),
+     lambda a, b: np.swapaxes(_block_mask(5, 7, 2) * a, -1, -2) @ b)
+case("causal_matmul", "aTb-2d-tall", inputs(normal(9, 4), normal(9, 2)), _causal("aTb", 4),
+     lambda a, b: (_block_mask(9, 4, 4) * a).T @ b)
+case("causal_matmul", "sdpa-blocks", inputs(normal(1, 2, 9, 2), normal(1, 2, 9, 2),
+                                            normal(1, 2, 9, 3)),
+     lambda q, k, v: _small_blocks(F.scaled_dot_product_attention, q, k, v),
+     _np_attention)
+
+
+def _small_blocks(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args, is_causal=True)`` with causal products of blocks of 2 rows, so that small
+    samples have blocks to skip."""
+    saved, F.CAUSAL_BLOCK = F.CAUSAL_BLOCK, 2
+    try:
+        return fn(*args, is_causal=True)
+    finally:
+        F.CAUSAL_BLOCK = saved
+
+
 case("attention_softmax_backward", "2d", inputs(normal(3, 4), uniform(0.05, 1, 3, 4)),
      lambda g, y: P("attention_softmax_backward")(g, y, scale=0.5),
      lambda g, y: 0.5 * y * (g - (g * y).sum(-1, keepdims=True)))
@@ -730,6 +769,25 @@ case("layer_norm_weight_grad", "1dim", inputs(normal(3, 4), normal(3, 4)),
 case("layer_norm_weight_grad", "2dims", inputs(normal(2, 3, 4), normal(2, 3, 4)),
      lambda g, x: P("layer_norm_weight_grad")(g, x, ndim=2, eps=1e-5),
      lambda g, x: (g * _np_normalized(x, 2, 1e-5)).sum(axis=0))
+
+case("layer_norm_grads", "weight", inputs(normal(3, 4), normal(3, 4), normal(4)),
+     lambda g, x, w: P("layer_norm_grads")(g, x, w, ndim=1, eps=1e-5),
+     lambda g, x, w: np.concatenate([_np_layer_norm_grad(g, x, w, 1),
+                                     (g * _np_normalized(x, 1, 1e-5)).sum(axis=0)[None],
+                                     g.sum(axis=0)[None]]))
+case("layer_norm_grads", "2dims", inputs(normal(2, 3, 4), normal(2, 3, 4), normal(3, 4)),
+     lambda g, x, w: P("layer_norm_grads")(g, x, w, ndim=2, eps=1e-5),
+     lambda g, x, w: np.concatenate([_np_layer_norm_grad(g, x, w, 2).reshape(2, 12),
+                                     (g * _np_normalized(x, 2, 1e-5)).sum(axis=0).reshape(1, 12),
+                                     g.sum(axis=0).reshape(1, 12)]))
+case("layer_norm_grads", "no-weight", inputs(normal(5, 3), normal(5, 3)),
+     lambda g, x: P("layer_norm_grads")(g, x, None, ndim=1, eps=1e-2),
+     lambda g, x: np.concatenate([_np_layer_norm_grad(g, x, 1.0, 1, 1e-2),
+                                  (g * _np_normalized(x, 1, 1e-2)).sum(axis=0)[None],
+                                  g.sum(axis=0)[None]]))
+case("layer_norm", "public-affine-2dims", inputs(normal(2, 3, 4), normal(3, 4), normal(3, 4)),
+     lambda x, w, b: F.layer_norm(x, (3, 4), w, b),
+     lambda x, w, b: _np_normalized(x, 2, 1e-5) * w + b)
 
 case("embedding", "2d-indices", inputs(normal(6, 3)),
      lambda w: P("embedding")(mg.tensor(_INDICES), w, padding_idx=None), lambda w: w[_INDICES])

@@ -453,6 +453,65 @@ def test_attention_matches_explicit_softmax(causal):
           leaf(2, 3, 4), leaf(2, 5, 4, seed=1), leaf(2, 5, 3, seed=2))
 
 
+@pytest.mark.parametrize("sizes", [(9, 9), (7, 11), (11, 5)])
+def test_causal_attention_skips_blocks_with_the_values_and_gradients_of_the_full_one(
+        monkeypatch, sizes):
+    # blocks of 2 rows: the causal products skip blocks; values and gradients as the
+    # explicit softmax's, and the same with one block (nothing skipped)
+    from memgrad.ops import nn as ops_nn
+
+    length, source = sizes
+    q, k, v = rand(2, 3, length, 4), rand(2, 3, source, 4, seed=1), rand(2, 3, source, 5, seed=2)
+    g = rand(2, 3, length, 5, seed=3)
+    grads = []
+    for block in (2, 64):
+        monkeypatch.setattr(ops_nn, "CAUSAL_BLOCK", block)
+        ts = [mg.tensor(a, requires_grad=True) for a in (q, k, v)]
+        out = F.scaled_dot_product_attention(*ts, is_causal=True)
+        np.testing.assert_allclose(out.numpy(), attention_ref(q, k, v, True), rtol=1e-12)
+        out.backward(T(g))
+        grads.append([t.grad.numpy() for t in ts])
+    for small, whole in zip(*grads):
+        np.testing.assert_allclose(small, whole, rtol=1e-12, atol=1e-14)
+    monkeypatch.setattr(ops_nn, "CAUSAL_BLOCK", 2)
+    check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+          leaf(1, 5, 2), leaf(1, 6, 2, seed=1), leaf(1, 6, 3, seed=2))
+
+
+def test_causal_attention_of_split_heads_merges_them_back_without_copies():
+    # q, k, v as a transformer splits them from (n, t, h * d) projections: the output and
+    # the gradients of the projections come in that layout, so merging the heads is a view
+    n, t, h, d = 2, 5, 3, 4
+    xs = [mg.tensor(rand(n, t, h * d, seed=i), requires_grad=True) for i in range(3)]
+    q, k, v = (x.reshape(n, t, h, d).transpose(1, 2) for x in xs)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    merged = y.transpose(1, 2).reshape(n, t, h * d)
+    assert np.shares_memory(merged.numpy(), y.numpy())
+    a = [x.numpy().reshape(n, t, h, d).transpose(0, 2, 1, 3) for x in xs]
+    np.testing.assert_allclose(y.numpy(), attention_ref(*a, True), rtol=1e-12)
+    g = rand(n, t, h * d, seed=5)
+    merged.backward(T(g))
+    want = [mg.tensor(x.numpy(), requires_grad=True) for x in xs]
+    qc, kc, vc = (w.reshape(n, t, h, d).transpose(1, 2).contiguous() for w in want)
+    F.scaled_dot_product_attention(qc, kc, vc, is_causal=True).transpose(1, 2).reshape(
+        n, t, h * d).backward(T(g))
+    for x, w in zip(xs, want):
+        np.testing.assert_allclose(x.grad.numpy(), w.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_causal_matmul_rejects_operands_that_do_not_fit():
+    from memgrad.ops.nn import causal_matmul
+
+    with pytest.raises(ShapeError, match="causal_matmul: .*do not fit form 'ab'"):
+        causal_matmul(T(rand(3, 4)), T(rand(3, 2)), form="ab", block=2)
+    with pytest.raises(ShapeError, match="one batch shape"):
+        causal_matmul(T(rand(2, 3, 4)), T(rand(3, 3, 4)), form="abT", block=2)
+    with pytest.raises(ValueError, match="form must be 'abT', 'ab' or 'aTb', got 'ba'"):
+        causal_matmul(T(rand(3, 4)), T(rand(3, 4)), form="ba", block=2)
+    with pytest.raises(ValueError, match="block must be a positive int, got 0"):
+        causal_matmul(T(rand(3, 4)), T(rand(3, 4)), form="abT", block=0)
+
+
 def test_attention_with_a_bool_mask_and_errors():
     q, k, v = rand(3, 4), rand(5, 4, seed=1), rand(5, 2, seed=2)
     mask = np.random.default_rng(3).random((3, 5)) < 0.6

@@ -206,6 +206,7 @@ def test_layer_norm_in_parts_equals_one_kernel_call(two_threads):
     np.testing.assert_array_equal(xt.grad.numpy().reshape(200, 6),
                                   norm.layer_norm_backward(g2, x2, w, 1e-5))
     np.testing.assert_array_equal(wt.grad.numpy(), norm.layer_norm_weight_grad(g2, x2, 1e-5))
+    np.testing.assert_array_equal(bt.grad.numpy(), norm.layer_norm_grads(g2, x2, w, 1e-5)[2])
     np.testing.assert_allclose(wt.grad.numpy(),
                                norm.layer_norm_weight_grad_reference(g2, x2, 1e-5), rtol=1e-5)
     helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
@@ -227,6 +228,21 @@ def test_attention_softmax_in_parts_of_whole_matrices(two_threads, causal):
     np.testing.assert_array_equal(y.numpy().reshape(30, 5), want)
     np.testing.assert_array_equal(st.grad.numpy().reshape(30, 5),
                                   softmax.scaled_softmax_backward(g.reshape(30, 5), want, 0.5))
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+
+
+@pytest.mark.parametrize("form", ["abT", "ab", "aTb"])
+def test_causal_matmul_in_parts_equals_one_call(two_threads, form):
+    from memgrad.ops.nn import _causal_blocks, causal_matmul
+
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((5, 2, 7, 3 if form == "abT" else 7)).astype(np.float32)
+    b = rng.standard_normal((5, 2, 7, 3)).astype(np.float32)
+    out = causal_matmul(mg.tensor(a), mg.tensor(b), form=form, block=3)
+    whole = np.empty(out.shape, np.float32)
+    _causal_blocks(a, b, whole, form, 3)  # the whole batch in one call, on this thread
+    np.testing.assert_array_equal(out.numpy(), whole)
     helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
     assert helpers, "no part ran on a helper thread"
 
