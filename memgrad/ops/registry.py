@@ -374,7 +374,7 @@ def apply(prim: Primitive, args: tuple, params: dict, _dispatched: bool = False)
     out.output_nr = 0
     if prim.view:
         _make_view(out, args[0], prim, params)
-    if _dispatched and not any(
+    if _dispatched and interpreters.watching_made() and not any(
         d.__class__ is _NDARRAY and np.may_share_memory(d, out_data) for d in datas
     ):
         interpreters.tensor_made(out)  # new storage (a view or alias of an input is not)

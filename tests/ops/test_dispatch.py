@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import memgrad as mg
+from memgrad.interpreters import Interpreter, push, watching_made
 from memgrad.ops.registry import REGISTRY
 
 RELEASED = "backward through the graph a second time"
@@ -105,3 +106,26 @@ def test_a_saved_tensor_operand_changed_in_place_after_forward_is_an_error(bumpe
     t.mul_(2.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.backward()
+
+
+def test_tensor_made_reaches_the_interpreters_that_override_it_wherever_they_sit():
+    class Made(Interpreter):
+        def __init__(self):
+            self.shapes = []
+
+        def tensor_made(self, t):
+            self.shapes.append(t.shape)
+
+    class Passing(Interpreter):
+        pass
+
+    x = mg.ones(2, 3)
+    outer, inner = Made(), Made()
+    with push(Passing()):
+        assert not watching_made()
+        with push(outer), push(Passing()), push(inner):
+            assert watching_made()
+            y = (x * 2).sum(1)  # two results on new storage
+            y.reshape(1, 2)  # a view: not reported
+        assert not watching_made()
+    assert outer.shapes == inner.shapes == [(2, 3), (2,)]
