@@ -129,3 +129,22 @@ def test_tensor_made_reaches_the_interpreters_that_override_it_wherever_they_sit
             y.reshape(1, 2)  # a view: not reported
         assert not watching_made()
     assert outer.shapes == inner.shapes == [(2, 3), (2,)]
+
+
+def test_a_view_op_result_is_a_view_exactly_when_it_shares_memory():
+    base = mg.zeros(4, 6)
+    row = mg.zeros(6)
+    wrapped = mg.from_numpy(np.frombuffer(bytearray(96), dtype=np.float32).reshape(4, 6))
+    cases = [
+        (base, base.reshape(24)),  # the owner itself
+        (base[1:], base[1:].reshape(18)),  # a view of a view: the same owner
+        (base.T, base.T.reshape(24)),  # strides forbid a view: a copy
+        (row, row.expand(4, 6)),
+        (wrapped, wrapped.reshape(24)),  # memory of a bytearray
+        (base[:0], base[:0].reshape(0, 3)),  # empty: shares nothing
+    ]
+    for src, out in cases:
+        shares = np.shares_memory(src.numpy(), out.numpy())
+        assert (out._base is not None) == shares, (src.shape, out.shape)
+        if shares:
+            assert out._vc is src._vc
