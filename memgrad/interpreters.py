@@ -40,6 +40,7 @@ __all__ = [
     "phase",
     "region",
     "tensor_made",
+    "watching_made",
     "saved",
     "value_read",
     "active",
@@ -89,6 +90,7 @@ class Interpreter:
 
 class _Local(threading.local):
     stack: tuple[Interpreter, ...] = ()
+    made: tuple[Interpreter, ...] = ()  # those of the stack that override tensor_made
 
 
 _local = _Local()
@@ -102,16 +104,27 @@ def push(interpreter: Interpreter) -> Iterator[Interpreter]:
     """Push ``interpreter`` on this thread's stack for the block (innermost while it is on
     top)."""
     global active
-    _local.stack = _local.stack + (interpreter,)
+    _set(_local.stack + (interpreter,))
     with _lock:
         active += 1
     try:
         yield interpreter
     finally:
         # usually the top; an interpreter pushed by enable() may leave out of order
-        _local.stack = tuple(i for i in _local.stack if i is not interpreter)
+        _set(tuple(i for i in _local.stack if i is not interpreter))
         with _lock:
             active -= 1
+
+
+def _set(stack: tuple[Interpreter, ...]) -> None:
+    _local.stack = stack
+    _local.made = tuple(i for i in stack if type(i).tensor_made is not Interpreter.tensor_made)
+
+
+def watching_made() -> bool:
+    """Whether an interpreter of this thread wants ``tensor_made`` (else the dispatcher
+    skips finding out whether an op's result is on new storage)."""
+    return bool(_local.made)
 
 
 def current() -> tuple[Interpreter, ...]:
@@ -137,7 +150,7 @@ def region(function: Callable) -> Iterator[None]:
 
 
 def tensor_made(t: Any) -> None:
-    for interpreter in _local.stack:
+    for interpreter in _local.made:
         interpreter.tensor_made(t)
 
 

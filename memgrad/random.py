@@ -162,7 +162,7 @@ def seed() -> int:
 
 def get_rng_state() -> dict[str, Any]:
     """A copy of the global generator's state, for ``set_rng_state``."""
-    return copy.deepcopy(_Global.gen.bit_generator.state)
+    return _Global.gen.bit_generator.state  # NumPy builds a new dict on every read
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
@@ -172,9 +172,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
             "set_rng_state: expected a state returned by mg.get_rng_state(), got "
             f"{type(state).__name__}"
         )
-    bitgen = np.random.PCG64()
-    bitgen.state = copy.deepcopy(state)
-    _Global.gen = np.random.Generator(bitgen)
+    # set in place: the state's values are read, the dict is not kept, and a new generator
+    # would cost ten times as much (a checkpoint sets the state twice per recomputation)
+    _Global.gen.bit_generator.state = state
 
 
 @contextlib.contextmanager

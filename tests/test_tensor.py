@@ -102,6 +102,16 @@ def test_manual_seed_and_rng_state_replay():
     np.testing.assert_array_equal(c.numpy(), d.numpy())
 
 
+def test_rng_state_is_a_snapshot_that_can_be_set_again():
+    mg.manual_seed(5)
+    state = mg.get_rng_state()
+    first = mg.rand(3).numpy()
+    assert mg.get_rng_state() != state  # the draw moved the generator, not the snapshot
+    mg.set_rng_state(state)
+    state["state"]["state"] = 0  # a change to the dict after setting it is not seen
+    np.testing.assert_array_equal(mg.rand(3).numpy(), first)
+
+
 def test_fork_rng_restores_state():
     mg.manual_seed(7)
     expected = mg.randn(3).numpy()

@@ -585,8 +585,12 @@ def _apply_with_sinks(node: Node, buf: list, sunk: set) -> tuple:
     locks = {}
     for i in node.sink_inputs:
         acc = node.next_functions[i][0]
-        if acc.__class__ is AccumulateGrad:
+        # a leaf without .grad yet is no sink (read unlocked: a .grad set meanwhile by
+        # another thread is then added to as usual, not sunk into)
+        if acc.__class__ is AccumulateGrad and acc.variable.grad is not None:
             locks[id(acc)] = acc.lock
+    if not locks:
+        return node.apply(buf)
     held = [locks[k] for k in sorted(locks)]  # one order in every thread: no deadlock
     for lock in held:
         lock.acquire()

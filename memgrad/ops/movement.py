@@ -52,14 +52,16 @@ def shape_args(shape: tuple, api: str) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     for s in shape:
-        if not isinstance(s, (int, np.integer)):
-            raise TypeError(f"{api}: sizes must be ints, got {shape!r}")
-    return tuple(int(s) for s in shape)
+        if s.__class__ is not int:  # NumPy integers (and bools) are converted
+            if not isinstance(s, (int, np.integer)):
+                raise TypeError(f"{api}: sizes must be ints, got {shape!r}")
+            return tuple(int(s) for s in shape)
+    return shape
 
 
 @primitive("reshape", view=True, kind="movement")
 def _reshape(x, *, shape):
-    return np.reshape(x, shape)
+    return x.reshape(shape) if x.__class__ is np.ndarray else np.reshape(x, shape)
 
 
 @_reshape.vjp
@@ -102,24 +104,26 @@ def view(input: Tensor, *shape) -> Tensor:
 
 @primitive("permute", view=True, kind="movement")
 def _permute(x, *, dims):
-    return np.transpose(x, dims)
+    return x.transpose(dims) if x.__class__ is np.ndarray else np.transpose(x, dims)
 
 
 @_permute.vjp
 def _(g, out, needs, x, dims):
-    return (_permute(g, dims=tuple(int(i) for i in np.argsort(dims))),)
+    return (_permute(g, dims=tuple(sorted(range(len(dims)), key=dims.__getitem__))),)
 
 
 @public
 def permute(input: Tensor, *dims) -> Tensor:
     """Reorder the dimensions (a view)."""
     dims = shape_args(dims, "permute")
-    if sorted(d % max(input.ndim, 1) for d in dims) != list(range(input.ndim)):
+    n = input._data.ndim
+    normal = tuple(d % n for d in dims) if n else dims
+    if sorted(normal) != list(range(n)):
         raise ValueError(
-            f"permute: dims {dims} must be a permutation of the {input.ndim} dimensions of a "
+            f"permute: dims {dims} must be a permutation of the {n} dimensions of a "
             f"tensor of shape {input.shape}"
         )
-    return _permute(input, dims=tuple(d % input.ndim for d in dims))
+    return _permute(input, dims=normal)
 
 
 @public
@@ -131,10 +135,11 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
         >>> mg.zeros(2, 3).transpose(0, 1).shape
         (3, 2)
     """
-    if input.ndim < 2 and dim0 in (0, -1) and dim1 in (0, -1):
+    n = input._data.ndim
+    if n < 2 and dim0 in (0, -1) and dim1 in (0, -1):
         return _reshape(input, shape=input.shape)
-    d0, d1 = (normalize_dims(d, input.ndim, "transpose")[0] for d in (dim0, dim1))
-    dims = list(range(input.ndim))
+    d0, d1 = normalize_dims(dim0, n, "transpose")[0], normalize_dims(dim1, n, "transpose")[0]
+    dims = list(range(n))
     dims[d0], dims[d1] = dims[d1], dims[d0]
     return _permute(input, dims=tuple(dims))
 

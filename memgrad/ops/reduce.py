@@ -24,6 +24,8 @@ def normalize_dims(dim, ndim: int, api: str) -> tuple[int, ...] | None:
     """``dim`` (None, int or tuple, negatives allowed) as a sorted tuple of axes."""
     if dim is None:
         return None
+    if dim.__class__ is int and -ndim <= dim < ndim:  # the usual call: one dim in range
+        return (dim % ndim,)
     dims = tuple(dim) if hasattr(dim, "__iter__") else (dim,)  # (dim,): a float gets a clear error
     out = []
     span = builtins.max(ndim, 1)
@@ -52,7 +54,7 @@ def _kept_shape(shape: tuple, dims: tuple | None) -> tuple:
 def _sum(x, *, dim, keepdim):
     if x.ndim == 0:
         return np.array(x, copy=True)
-    return np.sum(x, axis=dim, keepdims=keepdim)
+    return x.sum(axis=dim, keepdims=keepdim)
 
 
 @_sum.vjp

@@ -374,7 +374,7 @@ def apply(prim: Primitive, args: tuple, params: dict, _dispatched: bool = False)
     out.output_nr = 0
     if prim.view:
         _make_view(out, args[0], prim, params)
-    if _dispatched and not any(
+    if _dispatched and interpreters.watching_made() and not any(
         d.__class__ is _NDARRAY and np.may_share_memory(d, out_data) for d in datas
     ):
         interpreters.tensor_made(out)  # new storage (a view or alias of an input is not)
@@ -485,7 +485,11 @@ _NO_EDGE = (None, 0)
 
 
 def _make_view(out: Tensor, base: Tensor, prim: Primitive, params: dict) -> None:
-    if not np.may_share_memory(out._data, base._data):
+    d, b = out._data, base._data
+    owner = d.base  # NumPy gives a view the array that owns the memory: the usual case
+    # is told by identity, as may_share_memory costs some microseconds
+    if not ((owner is not None and d.size and (owner is b or owner is b.base))
+            or np.may_share_memory(d, b)):
         return
     vc = base._version_counter()
     out._vc = vc

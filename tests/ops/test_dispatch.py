@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import memgrad as mg
+from memgrad.interpreters import Interpreter, push, watching_made
 from memgrad.ops.registry import REGISTRY
 
 RELEASED = "backward through the graph a second time"
@@ -105,3 +106,45 @@ def test_a_saved_tensor_operand_changed_in_place_after_forward_is_an_error(bumpe
     t.mul_(2.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.backward()
+
+
+def test_tensor_made_reaches_the_interpreters_that_override_it_wherever_they_sit():
+    class Made(Interpreter):
+        def __init__(self):
+            self.shapes = []
+
+        def tensor_made(self, t):
+            self.shapes.append(t.shape)
+
+    class Passing(Interpreter):
+        pass
+
+    x = mg.ones(2, 3)
+    outer, inner = Made(), Made()
+    with push(Passing()):
+        assert not watching_made()
+        with push(outer), push(Passing()), push(inner):
+            assert watching_made()
+            y = (x * 2).sum(1)  # two results on new storage
+            y.reshape(1, 2)  # a view: not reported
+        assert not watching_made()
+    assert outer.shapes == inner.shapes == [(2, 3), (2,)]
+
+
+def test_a_view_op_result_is_a_view_exactly_when_it_shares_memory():
+    base = mg.zeros(4, 6)
+    row = mg.zeros(6)
+    wrapped = mg.from_numpy(np.frombuffer(bytearray(96), dtype=np.float32).reshape(4, 6))
+    cases = [
+        (base, base.reshape(24)),  # the owner itself
+        (base[1:], base[1:].reshape(18)),  # a view of a view: the same owner
+        (base.T, base.T.reshape(24)),  # strides forbid a view: a copy
+        (row, row.expand(4, 6)),
+        (wrapped, wrapped.reshape(24)),  # memory of a bytearray
+        (base[:0], base[:0].reshape(0, 3)),  # empty: shares nothing
+    ]
+    for src, out in cases:
+        shares = np.shares_memory(src.numpy(), out.numpy())
+        assert (out._base is not None) == shares, (src.shape, out.shape)
+        if shares:
+            assert out._vc is src._vc
