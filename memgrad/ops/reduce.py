@@ -257,16 +257,17 @@ def _shift(input: Tensor, dims) -> Tensor:
 
 def _along_rows(kernel, dim: int, *arrays: np.ndarray) -> np.ndarray:
     """Run a row-wise (N, D) kernel along axis ``dim``: that axis moved last and the others
-    flattened into rows (a copy unless ``dim`` is already last and the data contiguous)."""
+    flattened into rows (a copy unless ``dim`` is already last and the data contiguous).
+    The result is C-contiguous, as PyTorch's is (so that ``.view`` of it works)."""
     dtype = np.result_type(*arrays)
     if arrays[0].ndim == 0:
         return kernel(*(np.asarray(a, dtype=dtype).reshape(1, 1) for a in arrays)).reshape(())
     moved = [np.moveaxis(a, dim, -1) for a in arrays]
     shape = moved[0].shape
     if moved[0].size == 0:  # no rows, or rows of length 0 (PyTorch returns the empty tensor)
-        return np.moveaxis(np.zeros(shape, dtype=dtype), -1, dim)
+        return np.zeros(arrays[0].shape, dtype=dtype)
     rows = [np.ascontiguousarray(m, dtype=dtype).reshape(-1, shape[-1]) for m in moved]
-    return np.moveaxis(kernel(*rows).reshape(shape), -1, dim)
+    return np.ascontiguousarray(np.moveaxis(kernel(*rows).reshape(shape), -1, dim))
 
 
 @primitive("softmax", saves={"out": (0,)}, kind="reduce")

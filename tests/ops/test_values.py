@@ -750,3 +750,19 @@ def test_inplace_is_recorded_for_autograd():
     y.add_(1.0)
     y.sum().backward()
     check(x.grad, 4 * x.numpy())
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_softmax_results_are_contiguous_along_any_dim(name, dim):
+    """Along any dim the result is C-contiguous, as PyTorch's is, so ``.view`` of it works
+    (also the gradient's: the backward kernels' results); values against NumPy."""
+    x = mg.tensor(np.random.default_rng(dim).standard_normal((3, 4, 5)), requires_grad=True)
+    y = getattr(mg, name)(x, dim)
+    e = np.exp(x.numpy() - x.numpy().max(dim, keepdims=True))
+    ref = e / e.sum(dim, keepdims=True)
+    np.testing.assert_allclose(y.numpy(), ref if name == "softmax" else np.log(ref),
+                               rtol=1e-12, atol=1e-12)
+    assert y.numpy().flags.c_contiguous
+    (y.view(60) * mg.arange(60.0)).sum().backward()
+    assert x.grad.numpy().flags.c_contiguous
