@@ -72,10 +72,18 @@ def _row_grad_sums(g, x, w, i, mean, rstd):
     return sa, sah
 
 
+# the messages are constants of each checker: numba 0.60 compiles a message passed as an
+# argument into the first specialisation and raises it for every later one
 @njit(cache=True, nogil=True, error_model="numpy")
-def _check(x, other, what):
-    if other.shape != x.shape:
-        raise ValueError(what)
+def _check_g(x, g):
+    if g.shape != x.shape:
+        raise ValueError("layer norm kernel: g must have the input's shape")
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _check_out(x, out):
+    if out.shape != x.shape:
+        raise ValueError("layer norm kernel: out must have the input's shape")
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -88,7 +96,7 @@ def _check_affine(x, weight):
 def layer_norm_forward_into(x, weight, bias, eps, out):
     """``out = (x - mean) * rstd * weight + bias`` for each row of ``x`` (N, D); ``weight``
     and ``bias`` are (D,)."""
-    _check(x, out, "layer norm kernel: out must have the input's shape")
+    _check_out(x, out)
     _check_affine(x, weight)
     _check_affine(x, bias)
     if x.shape[1] == 0:
@@ -112,8 +120,8 @@ def layer_norm_forward(x, weight, bias, eps):
 def layer_norm_backward_into(g, x, weight, eps, out):
     """``out`` = the gradient with respect to ``x`` of ``layer_norm_forward(x, weight,
     bias, eps)`` times ``g`` (N, D)."""
-    _check(x, g, "layer norm kernel: g must have the input's shape")
-    _check(x, out, "layer norm kernel: out must have the input's shape")
+    _check_g(x, g)
+    _check_out(x, out)
     _check_affine(x, weight)
     if x.shape[1] == 0:
         return
@@ -145,7 +153,7 @@ def layer_norm_weight_grad_chunks(g, x, eps, partial):
     one chunk, so that the parts of ``x`` (cut at chunk boundaries) can run on several
     threads and their chunks be summed in order after."""
     n, d = x.shape
-    _check(x, g, "layer norm kernel: g must have the input's shape")
+    _check_g(x, g)
     if partial.shape[0] != (n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK or partial.shape[1] != d:
         raise ValueError("layer norm kernel: partial must be (chunks of the rows, D)")
     for c in range(partial.shape[0]):
@@ -181,8 +189,8 @@ def layer_norm_grads_chunks(g, x, weight, eps, out, partial):
     (chunks, 2, D), zeros on entry; the chunks as in ``layer_norm_weight_grad_chunks``, so
     that parts cut at chunk boundaries can run on several threads."""
     n, d = x.shape
-    _check(x, g, "layer norm kernel: g must have the input's shape")
-    _check(x, out, "layer norm kernel: out must have the input's shape")
+    _check_g(x, g)
+    _check_out(x, out)
     _check_affine(x, weight)
     if partial.shape != ((n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK, 2, d):
         raise ValueError("layer norm kernel: partial must be (chunks of the rows, 2, D)")

@@ -249,7 +249,7 @@ INTERRUPT_TIMEOUT = 120
 def _interrupt(args: list[str], marker: str, group: bool = False) -> subprocess.CompletedProcess:
     """Start ``memgrad ARGS``, wait for a line containing ``marker`` on its stdout, then send
     SIGINT (to its whole process group, as a terminal does, when ``group``)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     proc = subprocess.Popen([sys.executable, "-m", "memgrad", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -268,9 +268,14 @@ def _interrupt(args: list[str], marker: str, group: bool = False) -> subprocess.
             proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=INTERRUPT_TIMEOUT)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail(f"memgrad {' '.join(args)} did not end within {INTERRUPT_TIMEOUT} s of SIGINT")
+        os.killpg(proc.pid, signal.SIGABRT)  # the fault handler prints every thread's stack
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate()
+        pytest.fail(f"memgrad {' '.join(args)} did not end within {INTERRUPT_TIMEOUT} s of "
+                    f"SIGINT; its stderr (stacks at SIGABRT):\n{err}")
     return subprocess.CompletedProcess(args, proc.returncode, "".join(seen) + out, err)
 
 
