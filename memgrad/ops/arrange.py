@@ -236,7 +236,8 @@ def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
     d = _dim(dim, input.ndim, "index_select")
     picks = index.numpy().reshape(-1).astype(np.int64)
     check_indices(picks, input.shape[d], "index_select", dim=d)
-    return _select(input, d, picks)
+    out = _select(input, d, picks)  # NumPy lays out x[:, idx] with the picked dim first
+    return out if out._data.flags.c_contiguous else contiguous(out)  # PyTorch's is contiguous
 
 
 @public

@@ -766,3 +766,19 @@ def test_softmax_results_are_contiguous_along_any_dim(name, dim):
     assert y.numpy().flags.c_contiguous
     (y.view(60) * mg.arange(60.0)).sum().backward()
     assert x.grad.numpy().flags.c_contiguous
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_index_select_results_are_contiguous(dim):
+    """As PyTorch's, so that ``.view`` of them works; values against NumPy's take, and the
+    gradient (repeats summed) against np.add.at."""
+    x = mg.tensor(np.random.default_rng(dim).standard_normal((2, 3, 4)), requires_grad=True)
+    idx = np.array([0, 1, 1, 0])
+    y = mg.index_select(x, dim, mg.tensor(idx))
+    np.testing.assert_array_equal(y.numpy(), np.take(x.numpy(), idx, axis=dim))
+    assert y.numpy().flags.c_contiguous
+    w = np.arange(float(y.numel()))
+    (y.view(-1) * mg.tensor(w)).sum().backward()
+    ref = np.zeros(x.shape)
+    np.add.at(np.moveaxis(ref, dim, 0), idx, np.moveaxis(w.reshape(y.shape), dim, 0))
+    np.testing.assert_array_equal(x.grad.numpy(), ref)
