@@ -15,6 +15,20 @@ by row after a view of it was taken). An in-place op on a view itself, when a gr
 involved, computes the view's new values out of place and gives the base the graph of
 writing them into it (``view_write``, PyTorch's CopySlices); the view and every other view
 of the base then follow the base. Only a view of a leaf that requires grad refuses.
+
+NOTE [ Overlapping writes ]
+A write whose value shares memory with the tensor written has no single meaning: read
+everything first, or read and write element by element? PyTorch refuses the ambiguous cases
+and memgrad refuses the same ones (``_check_overlap``). Two arrays that are each dense (their
+elements fill one block of memory, in some order of dims) overlap fully when they have the same
+block, shape and strides, and partly when their blocks intersect otherwise. An elementwise
+in-place op or ``copy_`` refuses a value that overlaps the tensor partly (``x.add_(x.t())``,
+``x[1:] = x[:-1]``) and allows a full overlap (``x.mul_(x)``); an advanced-index write
+(``x[i] = v``), ``scatter_`` and ``scatter_add_`` refuse any overlap of the value or the index
+with the tensor. When either array is not dense the overlap is too hard to tell cheaply;
+PyTorch then writes element by element, and memgrad reads the whole value first (the
+out-of-place result in grad mode, NumPy's overlap-safe assignment or a private copy of the
+value otherwise), so grad mode and no-grad mode agree.
 """
 
 from __future__ import annotations
@@ -44,7 +58,15 @@ def _inplace(
     args: tuple,
     params: dict,
     direct: Callable[[np.ndarray], Any],
+    reads: tuple | None = None,
 ) -> Tensor:
+    """Change ``t`` in place by ``prim`` applied to ``(t,) + args``: ``direct`` writes the
+    new values into ``t``'s array when no gradient is involved. ``reads`` are the values the
+    caller was given when ``args`` hold something computed from them (``add_``'s ``alpha``);
+    a value that partly overlaps ``t`` is refused (NOTE [ Overlapping writes ])."""
+    for a in args if reads is None else reads:
+        if isinstance(a, Tensor) and _overlap(t._data, a._data) == "partial":
+            raise _overlap_error(api, t, a)
     tensors = (t,) + tuple(a for a in args if isinstance(a, Tensor))
     if state.grad_enabled:
         for a in tensors:  # a view whose base was rebased may require grad by now
@@ -122,6 +144,42 @@ def _inplace_view(api: str, t: Tensor, prim: Primitive, args: tuple, params: dic
     return t
 
 
+def _span(a: np.ndarray) -> tuple[int, int] | None:
+    """The bytes ``[begin, end)`` that ``a`` covers when its elements fill them exactly (in
+    some order of its dims, none reversed), else None."""
+    expected = a.itemsize
+    for stride, n in sorted((s, n) for s, n in zip(a.strides, a.shape) if n != 1):
+        if stride != expected:
+            return None
+        expected *= n
+    begin = a.__array_interface__["data"][0]
+    return begin, begin + a.nbytes
+
+
+def _overlap(dst: np.ndarray, src: np.ndarray) -> str:
+    """How ``src`` overlaps ``dst``: ``"no"``, ``"full"`` (the same elements in the same
+    layout), ``"partial"``, or ``"hard"`` when either is not dense."""
+    if src is dst:
+        return "full"
+    if src.size == 0 or dst.size == 0 or not np.may_share_memory(dst, src):
+        return "no"
+    a, b = _span(dst), _span(src)
+    if a is None or b is None:
+        return "hard"
+    if a == b:
+        same = dst.shape == src.shape and dst.strides == src.strides
+        return "full" if same else "partial"
+    return "partial" if a[0] < b[1] and b[0] < a[1] else "no"
+
+
+def _overlap_error(api: str, t: Tensor, value: Any, what: str = "value") -> RuntimeError:
+    return RuntimeError(
+        f"{api}: some elements of the {what} (shape {tuple(value.shape)}) and of the tensor "
+        f"written to (shape {t.shape}) are the same memory, so the result would depend on the "
+        f"order of the writes; clone() the {what} first (for example x[i] = v.clone())"
+    )
+
+
 def _write(api: str, t: Tensor, direct: Callable[[np.ndarray], Any]) -> None:
     try:
         direct(t._data)
@@ -146,16 +204,17 @@ def _alpha(other: Any, alpha: Any) -> Any:
 
 def add_(self: Tensor, other: Any, alpha: Any = 1) -> Tensor:
     """In-place ``self += alpha * other``."""
-    other = _alpha(other, alpha)
-    return _inplace("add_", self, ew.add, (other,), {},
-                    lambda a: np.add(a, _data(other), out=a, casting="same_kind"))
+    value = _alpha(other, alpha)
+    return _inplace("add_", self, ew.add, (value,), {},
+                    lambda a: np.add(a, _data(value), out=a, casting="same_kind"), (other,))
 
 
 def sub_(self: Tensor, other: Any, alpha: Any = 1) -> Tensor:
     """In-place ``self -= alpha * other``."""
-    other = _alpha(other, alpha)
-    return _inplace("sub_", self, ew.sub, (other,), {},
-                    lambda a: np.subtract(a, _data(other), out=a, casting="same_kind"))
+    value = _alpha(other, alpha)
+    return _inplace("sub_", self, ew.sub, (value,), {},
+                    lambda a: np.subtract(a, _data(value), out=a, casting="same_kind"),
+                    (other,))
 
 
 def mul_(self: Tensor, other: Any) -> Tensor:
@@ -173,7 +232,7 @@ def div_(self: Tensor, other: Any) -> Tensor:
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """In-place ``clamp``."""
     return _inplace("clamp_", self, ew.clamp, (), {"min": min, "max": max},
-                    lambda a: np.clip(a, min, max, out=a))
+                    lambda a: np.clip(a, min, max, out=a), (min, max))
 
 
 def relu_(self: Tensor) -> Tensor:
@@ -233,22 +292,56 @@ def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
 def scatter_(self: Tensor, dim: int, index: Any, src: Any = None, *, value: Any = None,
              reduce: str | None = None) -> Tensor:
     """In-place ``scatter``."""
+    _refuse_any_overlap("scatter_", self, src, (index,))
     return _through_copy(self, arrange.scatter(self, dim, index, src, value=value,
                                                reduce=reduce))
 
 
 def scatter_add_(self: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
     """In-place ``scatter_add``."""
+    _refuse_any_overlap("scatter_add_", self, src, (index,))
     return _through_copy(self, indexing.scatter_add(self, dim, index, src))
 
 
 def setitem(self: Tensor, index: Any, value: Any) -> None:
     """``t[index] = value``, recorded for autograd when a gradient is involved."""
     index = normalize_index(index)
-    if isinstance(value, Tensor) and value.dtype != self.dtype:
-        value = value.to(self.dtype)
+    value = _setitem_value(self, index, value)
 
     def direct(a: np.ndarray) -> None:
         a[index] = _data(value)
 
-    _inplace("__setitem__", self, index_put, (value,), {"index": index}, direct)
+    _inplace("__setitem__", self, index_put, (value,), {"index": index}, direct, ())
+
+
+def _refuse_any_overlap(api: str, t: Tensor, value: Any, indices: tuple) -> None:
+    """Refuse a ``value`` or an index that overlaps ``t`` at all, as PyTorch's advanced-index
+    writes and scatters do."""
+    for what, v in (("value", value),) + tuple(("index", i) for i in indices):
+        if isinstance(v, np.ndarray):
+            v = wrap(v)
+        if isinstance(v, Tensor) and _overlap(t._data, v._data) in ("full", "partial"):
+            raise _overlap_error(api, t, v, what)
+
+
+def _setitem_value(t: Tensor, index: tuple, value: Any) -> Any:
+    """``value`` for ``t[index] = value``, checked for overlap with ``t`` as PyTorch does
+    (NOTE [ Overlapping writes ]), in ``t``'s dtype, and a private copy where an overlap too
+    hard to tell would make the write read what it has written."""
+    arrays = [i for i in index if isinstance(i, np.ndarray)]
+    if not isinstance(value, Tensor):
+        _refuse_any_overlap("__setitem__", t, None, tuple(arrays))
+        return value
+    if not arrays and not any(isinstance(i, bool) for i in index):
+        if value.ndim:  # a 0-d value fills
+            dst = t._data[index]
+            src = value._data
+            while src.ndim > dst.ndim and src.shape[0] == 1:
+                src = src[0]
+            if src.shape == dst.shape and _overlap(dst, src) == "partial":
+                raise _overlap_error("__setitem__", t, value)
+    elif not (value.ndim == 0 and len(arrays) == 1 and arrays[0].dtype == np.bool_):
+        _refuse_any_overlap("__setitem__", t, value, tuple(arrays))
+        if _overlap(t._data, value._data) == "hard":
+            value = value.clone()
+    return value.to(t.dtype) if value.dtype != t.dtype else value

@@ -21,8 +21,9 @@ The generator (``programs``) evaluates each instruction with NumPy as it draws i
 knows every register's shape, which registers share memory, which are read-only (expanded),
 and the current values of every index and mask tensor. It uses that to draw only valid
 instructions: index tensors always stay in bounds for every use they had (also after an
-in-place change), masks keep their number of True entries, and advanced-index writes
-never repeat a position.
+in-place change), masks keep their number of True entries, advanced-index writes never
+repeat a position, and no in-place change reads a value that shares memory with the tensor it
+writes (PyTorch refuses most of those; tests/ops/test_overlapping_writes.py covers them).
 """
 
 from __future__ import annotations
@@ -1005,6 +1006,11 @@ class _Gen:
         return (self.kinds[r] == "f" and self.origin[r] != "leaf"
                 and self.np[r].flags.writeable and self.np[r].size > 0)
 
+    def apart(self, r: int, t: int) -> bool:
+        """Whether register ``r`` shares no memory with ``t``: a write into ``t`` may read it
+        (PyTorch refuses writes whose value overlaps the tensor written)."""
+        return not np.shares_memory(self.np[r], self.np[t])
+
     def fits(self, r: int, lo: int, hi: int) -> bool:
         """Whether int register ``r`` can be used where its values must lie in [lo, hi)."""
         v = self.np[r]
@@ -1516,7 +1522,8 @@ def _mk_inplace_arith(op: str):
         if g.flag():
             g.emit(op, (t,), {"c": _scalar(g)})
         else:
-            b = g.partner(_small_shape(g, s), lambda r: _into(g.shape(r), s) and r != t)
+            b = g.partner(_small_shape(g, s), lambda r: _into(g.shape(r), s) and r != t
+                          and g.apart(r, t))
             g.emit(op, (t, b), {})
         return True
     return make
@@ -1526,7 +1533,8 @@ def _setitem_value(g: _Gen, sel: tuple[int, ...], args: list[int], params: dict)
     if g.flag() and g.flag():
         params["c"] = _scalar(g)
         return
-    args.append(g.partner(sel, lambda r: _into(g.shape(r), sel) and g.grad[r]))
+    args.append(g.partner(sel, lambda r: _into(g.shape(r), sel) and g.grad[r]
+                          and g.apart(r, args[0])))
 
 
 def _mk_setitem(g: _Gen) -> bool:
