@@ -202,15 +202,17 @@ def accumulator(t: Any) -> AccumulateGrad:
 def refresh_view(t: Any) -> None:
     """Give view ``t`` the graph of its base as the base is now (NOTE [ Views and in-place
     ops ] in ops/inplace.py): the view ops from the base are replayed in grad mode, which
-    makes new nodes over the base's current ``grad_fn`` and leaves the data as it is."""
+    makes new nodes over the base's current ``grad_fn`` and leaves the data as it is. The
+    replay is no op of a checkpoint region (``state.refreshing``): whether a view is stale
+    when a region reads it depends on what ran before the region, not on the region."""
     r = t._base
-    prev = state.grad_enabled
-    state.grad_enabled = True
+    prev, refreshing = state.grad_enabled, state.refreshing
+    state.grad_enabled = state.refreshing = True
     try:
         for prim, params in t._view_fn:
             r = prim(r, **params)
     finally:
-        state.grad_enabled = prev
+        state.grad_enabled, state.refreshing = prev, refreshing
     t.grad_fn = r.grad_fn
     t.output_nr = r.output_nr
     t._requires_grad = r._requires_grad

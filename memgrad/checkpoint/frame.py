@@ -269,7 +269,9 @@ class Frame:
         return out
 
     def forward_op(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Tensor:
-        if self.recomputing:  # autograd.grad inside the function made this frame recompute
+        if self.recomputing or state.refreshing:
+            # autograd.grad inside the function made this frame recompute, or a view read
+            # from outside the region is given its base's graph (graph.refresh_view)
             return call_next(prim, args, params)
         k = self.log.forward_op(prim, args, params)
         keep = (self.chooser is not None and not prim.inplace
@@ -418,6 +420,8 @@ class _Recomputation(Interpreter):
         self.n_writes += 1
 
     def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
+        if state.refreshing:  # a view's replay (graph.refresh_view): no op of the region
+            return call_next(prim, args, params)
         frame = self.frame
         k = self.n_ops
         self.n_ops += 1

@@ -11,7 +11,7 @@ from typing import Any
 from memgrad import interpreters
 from memgrad.autograd.engine import backward_recomputed, current_backward
 from memgrad.autograd.function import Function
-from memgrad.autograd.grad_mode import enable_grad
+from memgrad.autograd.grad_mode import enable_grad, state
 from memgrad.autograd.graph import refresh_view, sequence_mark
 from memgrad.checkpoint.oplog import OpLog
 from memgrad.errors import CheckpointError
@@ -39,6 +39,8 @@ class ReentrantRun(Interpreter):
             self.log.forward_written(prim, args, params)
 
     def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
+        if state.refreshing:  # a view's replay (graph.refresh_view): no op of the region
+            return call_next(prim, args, params)
         if prim.inplace:
             # recorded only in grad mode: in the forward, under no-grad, it was a write
             if self.recompute:
