@@ -340,6 +340,25 @@ def _linear(args: list, params: dict, max_elements: int) -> tuple:
     return shape, _tiny(REGISTRY["linear"].forward, [x, Meta(((1, 1), weight.dtype)), bias])
 
 
+def _linear_input_grad(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("g", "weight"))
+    _keys(params, ())
+    g, weight = _tensor(args, 0, "g"), _tensor(args, 1, "weight", ndim=2)
+    if g.ndim == 0 or g.shape[-1] != weight.shape[0]:
+        raise ValueError(f"g of shape {g.shape} does not fit a weight of shape {weight.shape}")
+    return g.shape[:-1] + weight.shape[1:], np.result_type(g.dtype, weight.dtype)
+
+
+def _linear_weight_grad(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("g", "x"))
+    _keys(params, ())
+    g, x = _tensor(args, 0, "g"), _tensor(args, 1, "x")
+    if g.ndim == 0 or x.ndim == 0 or g.shape[:-1] != x.shape[:-1]:
+        raise ValueError(f"g of shape {g.shape} and x of shape {x.shape} must have the same "
+                         "leading dims")
+    return (g.shape[-1], x.shape[-1]), np.result_type(g.dtype, x.dtype)
+
+
 def _tiny(forward: Callable, args: list) -> np.dtype:
     """The dtype a NumPy-only forward gives, from a run on one-element zeros (the shapes are
     checked already; only the dtype rules are left to NumPy)."""
@@ -703,6 +722,8 @@ def _erf(args: list, params: dict, max_elements: int) -> tuple:
 _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "matmul": _matmul,
     "linear": _linear,
+    "linear_input_grad": _linear_input_grad,
+    "linear_weight_grad": _linear_weight_grad,
     "conv2d": _conv2d,
     "conv2d_input_grad": _conv2d_input_grad,
     "conv2d_weight_grad": _conv2d_weight_grad,

@@ -135,18 +135,82 @@ def _linear(x, weight, bias):
 
 @_linear.vjp
 def _(g, out, needs, x, weight, bias, sinks=None):
-    out_features, in_features = weight.shape
-    g2 = g.reshape(-1, out_features)
-    gx = (g2 @ weight).reshape(x.shape) if needs[0] else None
+    # one op per gradient (NOTE [ Linear gradients ])
+    gx = linear_input_grad(g, weight) if needs[0] else None
     gw = None
     if needs[1]:
-        x2 = x.reshape(-1, in_features)
         if sinks:  # added into weight.grad in row blocks (NOTE [ Accumulate in place ])
-            _add_product(sinks[1].numpy(), g2.numpy().T, x2.numpy())
+            gd, xd = g.numpy(), x.numpy()
+            _add_product(sinks[1].numpy(), gd.reshape(-1, gd.shape[-1]).T,
+                         xd.reshape(-1, xd.shape[-1]))
         else:
-            gw = g2.mT @ x2
-    gb = g2.sum(0) if needs[2] else None
+            gw = linear_weight_grad(g, x)
+    gb = None
+    if needs[2]:
+        # the sum over rows; a contiguous g summed over its leading dims adds the same
+        # numbers in the same order, in one op
+        gb = sum_to(g, shape=bias.shape) if len(g.shape) > 1 and g._data.flags.c_contiguous \
+            else g.reshape(-1, g.shape[-1]).sum(0)
     return gx, gw, gb
+
+
+# NOTE [ Linear gradients ]
+# linear's input and weight gradients are primitives of one op each, ``linear_input_grad``
+# (g @ weight over the last dim) and ``linear_weight_grad`` (g^T x over the flattened
+# leading dims), rather than reshapes, a transpose and matmuls: at a small model's sizes
+# the step is mostly the cost of its ops, and these are the same NumPy products. Each one's
+# VJP is the other one or ``linear`` itself, so double backward works.
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    return a.reshape(-1, a.shape[-1])
+
+
+@primitive("linear_input_grad", saves={"g": (1,), "weight": (0,)}, kind="matmul")
+def linear_input_grad(g, weight):
+    """``g @ weight`` over the last dim of ``g``: the input gradient of ``linear``; itself
+    differentiable (NOTE [ Linear gradients ] in ops/nn.py).
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.nn import linear_input_grad
+        >>> linear_input_grad(mg.ones(2, 3), mg.ones(3, 4)).shape
+        (2, 4)
+    """
+    if weight.ndim != 2 or g.ndim == 0 or g.shape[-1] != weight.shape[0]:
+        raise ValueError(f"expected g (..., {weight.shape[0] if weight.ndim == 2 else 'n'}) and "
+                         f"a 2-D weight, got shapes {g.shape} and {weight.shape}")
+    return (_flat(g) @ weight).reshape(g.shape[:-1] + weight.shape[1:])
+
+
+@linear_input_grad.vjp
+def _(u, out, needs, g, weight):
+    return (_linear(u, weight, None) if needs[0] else None,
+            linear_weight_grad(g, u) if needs[1] else None)
+
+
+@primitive("linear_weight_grad", saves={"g": (1,), "x": (0,)}, kind="matmul")
+def linear_weight_grad(g, x):
+    """``g^T x`` over the flattened leading dims of ``g`` (..., out) and ``x`` (..., in): the
+    weight gradient of ``linear``, (out, in); itself differentiable (NOTE [ Linear
+    gradients ] in ops/nn.py).
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.nn import linear_weight_grad
+        >>> linear_weight_grad(mg.ones(5, 2, 3), mg.ones(5, 2, 4)).shape
+        (3, 4)
+    """
+    if g.ndim == 0 or x.ndim == 0 or g.shape[:-1] != x.shape[:-1]:
+        raise ValueError(f"expected g (..., out) and x (..., in) with the same leading dims, "
+                         f"got shapes {g.shape} and {x.shape}")
+    return _flat(g).T @ _flat(x)
+
+
+@linear_weight_grad.vjp
+def _(u, out, needs, g, x):
+    return (_linear(x, u, None) if needs[0] else None,
+            linear_input_grad(g, u) if needs[1] else None)
 
 
 def _add_product(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
