@@ -145,13 +145,16 @@ def _(g, out, needs, x, weight, bias, sinks=None):
                          xd.reshape(-1, xd.shape[-1]))
         else:
             gw = linear_weight_grad(g, x)
-    gb = None
-    if needs[2]:
-        # the sum over rows; a contiguous g summed over its leading dims adds the same
-        # numbers in the same order, in one op
-        gb = sum_to(g, shape=bias.shape) if len(g.shape) > 1 and g._data.flags.c_contiguous \
-            else g.reshape(-1, g.shape[-1]).sum(0)
+    gb = _bias_grad(g, bias.shape) if needs[2] else None
     return gx, gw, gb
+
+
+def _bias_grad(g: Tensor, shape: tuple) -> Tensor:
+    """The sum of ``g`` over its rows; a contiguous ``g`` summed over its leading dims adds
+    the same numbers in the same order, in one op."""
+    if len(g.shape) > 1 and g._data.flags.c_contiguous:
+        return sum_to(g, shape=shape)
+    return g.reshape(-1, g.shape[-1]).sum(0)
 
 
 # NOTE [ Linear gradients ]
@@ -258,6 +261,37 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"{bias.shape}"
         )
     return _linear(input, weight, bias)
+
+
+@primitive("linear_rows", saves={"x": (1,), "weight": (0,)}, kind="matmul")
+def linear_rows(x, weight, bias, *, lo, hi):
+    """``linear(x, weight[lo:hi], bias[lo:hi])`` in one op: one of several projections whose
+    weights are stacked in one parameter (attention's queries, keys and values), without
+    slicing ops of its own; itself differentiable.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.nn import linear_rows
+        >>> linear_rows(mg.ones(2, 3), mg.ones(6, 3), None, lo=2, hi=4).shape
+        (2, 2)
+    """
+    if weight.ndim != 2 or not 0 <= lo < hi <= weight.shape[0]:
+        raise ValueError(f"expected a 2-D weight and 0 <= lo < hi <= its rows, got shape "
+                         f"{weight.shape}, lo={lo}, hi={hi}")
+    return _linear.forward(x, weight[lo:hi], None if bias is None else bias[lo:hi])
+
+
+@linear_rows.vjp
+def _(g, out, needs, x, weight, bias, lo, hi):
+    rows = (slice(lo, hi, None), Ellipsis)  # the index of weight[lo:hi]
+    gx = linear_input_grad(g, weight[lo:hi]) if needs[0] else None
+    gw = index_scatter(linear_weight_grad(g, x), shape=weight.shape, index=rows) \
+        if needs[1] else None
+    gb = None
+    if needs[2]:
+        part = _bias_grad(g, (hi - lo,))
+        gb = index_scatter(part, shape=bias.shape, index=rows)
+    return gx, gw, gb
 
 
 # ---------------------------------------------------------------------------- gelu
@@ -427,8 +461,10 @@ def _(g, out, needs, x, weight, bias, ndim, eps):
         # all three from one pass over g and x (NOTE [ Fused layer norm ])
         packed = layer_norm_grads(g, x, weight, ndim=ndim, eps=eps)
         n = packed.shape[0] - 2
-        return (packed[:n].reshape(x.shape), packed[n].reshape(weight.shape),
-                packed[n + 1].reshape(bias.shape))
+        gw, gb = packed[n], packed[n + 1]  # (d,): for one normalized dim, their shape
+        return (packed[:n].reshape(x.shape),
+                gw if gw.shape == weight.shape else gw.reshape(weight.shape),
+                gb if gb.shape == bias.shape else gb.reshape(bias.shape))
     return (
         layer_norm_backward(g, x, weight, ndim=ndim, eps=eps) if needs[0] else None,
         layer_norm_weight_grad(g, x, ndim=ndim, eps=eps) if needs[1] else None,
