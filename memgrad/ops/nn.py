@@ -429,8 +429,8 @@ _NORM_COST = 16  # an element of the layer norm kernels, in multiply-adds (for i
 
 
 def _rows(x: np.ndarray, ndim: int, dtype: np.dtype) -> np.ndarray:
-    d = int(np.prod(x.shape[x.ndim - ndim:], dtype=np.int64))
-    n = int(np.prod(x.shape[:x.ndim - ndim], dtype=np.int64))
+    d = math.prod(x.shape[x.ndim - ndim:])
+    n = math.prod(x.shape[:x.ndim - ndim])
     return np.ascontiguousarray(x, dtype=dtype).reshape(n, d)
 
 
