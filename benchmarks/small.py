@@ -17,11 +17,18 @@ medians.
 
 Usage:
     python benchmarks/small.py [--repeats 20] [--warmup 3] [--only nanogpt,train]
+                               [--clock wall|cpu] [--threads N]
+
+``--clock cpu`` times with the process's CPU time (all its threads) instead of the wall
+clock, and ``--threads 1`` runs PyTorch on one thread (set ``OPENBLAS_NUM_THREADS=1`` for
+NumPy's BLAS too): on a machine shared with other jobs that compares the two frameworks'
+work rather than the load.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -168,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20, help="timed steps (default: 20)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--only", default="nanogpt,train", help="models to run")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall time, or this process's CPU time (default: wall)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="PyTorch's intra-op threads (default: 2)")
     args = parser.parse_args(argv)
     names = args.only.split(",")
     for name in names:
@@ -175,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--only: unknown model {name!r}; choose from {', '.join(MODELS)}")
     machine = machine_info()
     torch = torch_or_none()
+    if torch is not None:
+        torch.set_num_threads(args.threads)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     rows = []
     for name in names:
         sizes = MODELS[name]
@@ -185,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                 weights = {k: p.numpy().copy() for k, p in model.named_parameters()}
                 fns["pytorch"] = _torch_step(torch, sizes, weights, checkpointed)
             first = {k: fn() for k, fn in fns.items()}  # the same weights: the same loss
-            t = interleaved(fns, args.repeats, args.warmup)
+            t = interleaved(fns, args.repeats, args.warmup, clock)
             ours, theirs = t["memgrad"][1], t.get("pytorch", (None, None))[1]
             ratio = ours / theirs if theirs else None
             mode = "checkpointed" if checkpointed else "plain"
@@ -194,12 +208,14 @@ def main(argv: list[str] | None = None) -> int:
                   "pytorch_s": theirs and round(theirs, 5),
                   "pytorch_best_s": theirs and round(t["pytorch"][0], 5),
                   "ratio": ratio and round(ratio, 3), "first_loss": first,
-                  "target_ratio": TARGET, "repeats": args.repeats, "machine": machine})
+                  "target_ratio": TARGET, "repeats": args.repeats, "clock": args.clock,
+                  "torch_threads": args.threads, "machine": machine})
             rows.append([name, mode, ours, theirs, None if ratio is None else f"{ratio:.2f}x",
                          f"{first['memgrad']:.5f}",
                          f"{first['pytorch']:.5f}" if "pytorch" in first else None])
     print()
-    print(f"training step, seconds (median of {args.repeats}, interleaved); {machine['cpu']}, "
+    print(f"training step, seconds ({args.clock} clock, median of {args.repeats}, interleaved); "
+          f"{machine['cpu']}, "
           f"{machine['cores']} cores, BLAS {machine['blas']}")
     print(table(["model", "mode", "memgrad", "pytorch", "ratio", "loss (mg)", "loss (pt)"],
                 rows))

@@ -340,6 +340,40 @@ def _linear(args: list, params: dict, max_elements: int) -> tuple:
     return shape, _tiny(REGISTRY["linear"].forward, [x, Meta(((1, 1), weight.dtype)), bias])
 
 
+def _linear_input_grad(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("g", "weight"))
+    _keys(params, ())
+    g, weight = _tensor(args, 0, "g"), _tensor(args, 1, "weight", ndim=2)
+    if g.ndim == 0 or g.shape[-1] != weight.shape[0]:
+        raise ValueError(f"g of shape {g.shape} does not fit a weight of shape {weight.shape}")
+    return g.shape[:-1] + weight.shape[1:], np.result_type(g.dtype, weight.dtype)
+
+
+def _linear_weight_grad(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("g", "x"))
+    _keys(params, ())
+    g, x = _tensor(args, 0, "g"), _tensor(args, 1, "x")
+    if g.ndim == 0 or x.ndim == 0 or g.shape[:-1] != x.shape[:-1]:
+        raise ValueError(f"g of shape {g.shape} and x of shape {x.shape} must have the same "
+                         "leading dims")
+    return (g.shape[-1], x.shape[-1]), np.result_type(g.dtype, x.dtype)
+
+
+def _linear_rows(args: list, params: dict, max_elements: int) -> tuple:
+    _keys(params, ("lo", "hi"))
+    lo, hi = _int(params["lo"], "lo", 0), _int(params["hi"], "hi", 1)
+    weight = _tensor(args, 1, "weight", ndim=2) if len(args) == 3 else None
+    if weight is None or not lo < hi <= weight.shape[0]:
+        raise ValueError(f"lo={lo} and hi={hi} must pick rows 0 <= lo < hi <= the weight's")
+    bias = args[2]
+    if isinstance(bias, Meta) and bias.shape != weight.shape[:1]:
+        raise ValueError(f"a bias of shape {bias.shape} does not fit a weight of shape "
+                         f"{weight.shape}")
+    rows = Meta(((hi - lo, weight.shape[1]), weight.dtype))
+    part = bias if not isinstance(bias, Meta) else Meta(((hi - lo,), bias.dtype))
+    return _linear([args[0], rows, part], {}, max_elements)
+
+
 def _tiny(forward: Callable, args: list) -> np.dtype:
     """The dtype a NumPy-only forward gives, from a run on one-element zeros (the shapes are
     checked already; only the dtype rules are left to NumPy)."""
@@ -703,6 +737,9 @@ def _erf(args: list, params: dict, max_elements: int) -> tuple:
 _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "matmul": _matmul,
     "linear": _linear,
+    "linear_input_grad": _linear_input_grad,
+    "linear_rows": _linear_rows,
+    "linear_weight_grad": _linear_weight_grad,
     "conv2d": _conv2d,
     "conv2d_input_grad": _conv2d_input_grad,
     "conv2d_weight_grad": _conv2d_weight_grad,

@@ -21,6 +21,7 @@ from memgrad.nn import functional as F
 from memgrad.nn import init
 from memgrad.nn.module import Module, Parameter, Sequential
 from memgrad.ops.linalg import einsum
+from memgrad.ops.nn import linear_rows
 from memgrad.tensor import Tensor
 
 __all__ = [
@@ -1016,12 +1017,13 @@ class MultiheadSelfAttention(Module):
     """Multi-head self-attention over ``(batch, seq, embed_dim)`` input.
 
     One ``Linear`` (``qkv``, its weight the three projections stacked) makes queries, keys
-    and values, each from its third of the weight (three products, so that backward adds no
-    full-size zero gradients for the slices of one output); the heads are split with
-    reshape/transpose and attended with ``F.scaled_dot_product_attention`` (scale
-    ``1/sqrt(head_dim)``; with ``causal=True`` position ``t`` sees only positions ``<= t``);
-    ``out_proj`` mixes the heads back. ``dropout`` is the dropout probability on the
-    attention weights in training mode, as in ``torch.nn.MultiheadAttention``.
+    and values, each from its third of the weight (three products, ``linear_rows``, so
+    that backward adds no full-size zero gradients for the slices of one output); the
+    heads are split with reshape/transpose and attended with
+    ``F.scaled_dot_product_attention`` (scale ``1/sqrt(head_dim)``; with ``causal=True``
+    position ``t`` sees only positions ``<= t``); ``out_proj`` mixes the heads back.
+    ``dropout`` is the dropout probability on the attention weights in training mode, as
+    in ``torch.nn.MultiheadAttention``.
 
     Example:
         >>> import memgrad as mg
@@ -1063,11 +1065,8 @@ class MultiheadSelfAttention(Module):
         b, t, e = x.shape
         heads = (b, t, self.num_heads, self.head_dim)
         w, bias = self.qkv.weight, self.qkv.bias
-        q, k, v = (
-            F.linear(x, w[i * e:(i + 1) * e], None if bias is None else bias[i * e:(i + 1) * e])
-            .reshape(heads).transpose(1, 2)
-            for i in range(3)
-        )
+        q, k, v = (linear_rows(x, w, bias, lo=i * e, hi=(i + 1) * e).reshape(heads)
+                   .transpose(1, 2) for i in range(3))
         dropout_p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=self.causal)
         return self.out_proj(y.transpose(1, 2).reshape(b, t, e))

@@ -160,6 +160,9 @@ layer_norm_grads: Primitive
 layer_norm_weight_grad: Primitive
 leaky_relu: Primitive
 linear: Primitive
+linear_input_grad: Primitive
+linear_rows: Primitive
+linear_weight_grad: Primitive
 log_softmax_backward: Primitive
 logical_not: Primitive
 max_pool2d: Primitive

@@ -135,18 +135,85 @@ def _linear(x, weight, bias):
 
 @_linear.vjp
 def _(g, out, needs, x, weight, bias, sinks=None):
-    out_features, in_features = weight.shape
-    g2 = g.reshape(-1, out_features)
-    gx = (g2 @ weight).reshape(x.shape) if needs[0] else None
+    # one op per gradient (NOTE [ Linear gradients ])
+    gx = linear_input_grad(g, weight) if needs[0] else None
     gw = None
     if needs[1]:
-        x2 = x.reshape(-1, in_features)
         if sinks:  # added into weight.grad in row blocks (NOTE [ Accumulate in place ])
-            _add_product(sinks[1].numpy(), g2.numpy().T, x2.numpy())
+            gd, xd = g.numpy(), x.numpy()
+            _add_product(sinks[1].numpy(), gd.reshape(-1, gd.shape[-1]).T,
+                         xd.reshape(-1, xd.shape[-1]))
         else:
-            gw = g2.mT @ x2
-    gb = g2.sum(0) if needs[2] else None
+            gw = linear_weight_grad(g, x)
+    gb = _bias_grad(g, bias.shape) if needs[2] else None
     return gx, gw, gb
+
+
+def _bias_grad(g: Tensor, shape: tuple) -> Tensor:
+    """The sum of ``g`` over its rows; a contiguous ``g`` summed over its leading dims adds
+    the same numbers in the same order, in one op."""
+    if len(g.shape) > 1 and g._data.flags.c_contiguous:
+        return sum_to(g, shape=shape)
+    return g.reshape(-1, g.shape[-1]).sum(0)
+
+
+# NOTE [ Linear gradients ]
+# linear's input and weight gradients are primitives of one op each, ``linear_input_grad``
+# (g @ weight over the last dim) and ``linear_weight_grad`` (g^T x over the flattened
+# leading dims), rather than reshapes, a transpose and matmuls: at a small model's sizes
+# the step is mostly the cost of its ops, and these are the same NumPy products. Each one's
+# VJP is the other one or ``linear`` itself, so double backward works.
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    return a.reshape(-1, a.shape[-1])
+
+
+@primitive("linear_input_grad", saves={"g": (1,), "weight": (0,)}, kind="matmul")
+def linear_input_grad(g, weight):
+    """``g @ weight`` over the last dim of ``g``: the input gradient of ``linear``; itself
+    differentiable (NOTE [ Linear gradients ] in ops/nn.py).
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.nn import linear_input_grad
+        >>> linear_input_grad(mg.ones(2, 3), mg.ones(3, 4)).shape
+        (2, 4)
+    """
+    if weight.ndim != 2 or g.ndim == 0 or g.shape[-1] != weight.shape[0]:
+        raise ValueError(f"expected g (..., {weight.shape[0] if weight.ndim == 2 else 'n'}) and "
+                         f"a 2-D weight, got shapes {g.shape} and {weight.shape}")
+    return (_flat(g) @ weight).reshape(g.shape[:-1] + weight.shape[1:])
+
+
+@linear_input_grad.vjp
+def _(u, out, needs, g, weight):
+    return (_linear(u, weight, None) if needs[0] else None,
+            linear_weight_grad(g, u) if needs[1] else None)
+
+
+@primitive("linear_weight_grad", saves={"g": (1,), "x": (0,)}, kind="matmul")
+def linear_weight_grad(g, x):
+    """``g^T x`` over the flattened leading dims of ``g`` (..., out) and ``x`` (..., in): the
+    weight gradient of ``linear``, (out, in); itself differentiable (NOTE [ Linear
+    gradients ] in ops/nn.py).
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.nn import linear_weight_grad
+        >>> linear_weight_grad(mg.ones(5, 2, 3), mg.ones(5, 2, 4)).shape
+        (3, 4)
+    """
+    if g.ndim == 0 or x.ndim == 0 or g.shape[:-1] != x.shape[:-1]:
+        raise ValueError(f"expected g (..., out) and x (..., in) with the same leading dims, "
+                         f"got shapes {g.shape} and {x.shape}")
+    return _flat(g).T @ _flat(x)
+
+
+@linear_weight_grad.vjp
+def _(u, out, needs, g, x):
+    return (_linear(x, u, None) if needs[0] else None,
+            linear_input_grad(g, u) if needs[1] else None)
 
 
 def _add_product(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
@@ -194,6 +261,37 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"{bias.shape}"
         )
     return _linear(input, weight, bias)
+
+
+@primitive("linear_rows", saves={"x": (1,), "weight": (0,)}, kind="matmul")
+def linear_rows(x, weight, bias, *, lo, hi):
+    """``linear(x, weight[lo:hi], bias[lo:hi])`` in one op: one of several projections whose
+    weights are stacked in one parameter (attention's queries, keys and values), without
+    slicing ops of its own; itself differentiable.
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.nn import linear_rows
+        >>> linear_rows(mg.ones(2, 3), mg.ones(6, 3), None, lo=2, hi=4).shape
+        (2, 2)
+    """
+    if weight.ndim != 2 or not 0 <= lo < hi <= weight.shape[0]:
+        raise ValueError(f"expected a 2-D weight and 0 <= lo < hi <= its rows, got shape "
+                         f"{weight.shape}, lo={lo}, hi={hi}")
+    return _linear.forward(x, weight[lo:hi], None if bias is None else bias[lo:hi])
+
+
+@linear_rows.vjp
+def _(g, out, needs, x, weight, bias, lo, hi):
+    rows = (slice(lo, hi, None), Ellipsis)  # the index of weight[lo:hi]
+    gx = linear_input_grad(g, weight[lo:hi]) if needs[0] else None
+    gw = index_scatter(linear_weight_grad(g, x), shape=weight.shape, index=rows) \
+        if needs[1] else None
+    gb = None
+    if needs[2]:
+        part = _bias_grad(g, (hi - lo,))
+        gb = index_scatter(part, shape=bias.shape, index=rows)
+    return gx, gw, gb
 
 
 # ---------------------------------------------------------------------------- gelu
@@ -331,8 +429,8 @@ _NORM_COST = 16  # an element of the layer norm kernels, in multiply-adds (for i
 
 
 def _rows(x: np.ndarray, ndim: int, dtype: np.dtype) -> np.ndarray:
-    d = int(np.prod(x.shape[x.ndim - ndim:], dtype=np.int64))
-    n = int(np.prod(x.shape[:x.ndim - ndim], dtype=np.int64))
+    d = math.prod(x.shape[x.ndim - ndim:])
+    n = math.prod(x.shape[:x.ndim - ndim])
     return np.ascontiguousarray(x, dtype=dtype).reshape(n, d)
 
 
@@ -363,8 +461,10 @@ def _(g, out, needs, x, weight, bias, ndim, eps):
         # all three from one pass over g and x (NOTE [ Fused layer norm ])
         packed = layer_norm_grads(g, x, weight, ndim=ndim, eps=eps)
         n = packed.shape[0] - 2
-        return (packed[:n].reshape(x.shape), packed[n].reshape(weight.shape),
-                packed[n + 1].reshape(bias.shape))
+        gw, gb = packed[n], packed[n + 1]  # (d,): for one normalized dim, their shape
+        return (packed[:n].reshape(x.shape),
+                gw if gw.shape == weight.shape else gw.reshape(weight.shape),
+                gb if gb.shape == bias.shape else gb.reshape(bias.shape))
     return (
         layer_norm_backward(g, x, weight, ndim=ndim, eps=eps) if needs[0] else None,
         layer_norm_weight_grad(g, x, ndim=ndim, eps=eps) if needs[1] else None,

@@ -656,6 +656,21 @@ case("linear", "3d-no-bias", inputs(normal(2, 3, 4), normal(5, 4)),
 case("linear", "1d", inputs(normal(4), normal(2, 4), normal(2)),
      lambda x, w, b: F.linear(x, w, b), lambda x, w, b: w @ x + b)
 
+case("linear_rows", "3d", inputs(normal(2, 3, 4), normal(6, 4), normal(6)),
+     lambda x, w, b: P("linear_rows")(x, w, b, lo=2, hi=5),
+     lambda x, w, b: x @ w[2:5].T + b[2:5])
+case("linear_rows", "no-bias", inputs(normal(3, 4), normal(6, 4)),
+     lambda x, w: P("linear_rows")(x, w, None, lo=0, hi=2), lambda x, w: x @ w[:2].T)
+case("linear_input_grad", "3d", inputs(normal(2, 3, 5), normal(5, 4)),
+     lambda g, w: P("linear_input_grad")(g, w), lambda g, w: g @ w)
+case("linear_input_grad", "1d", inputs(normal(2), normal(2, 4)),
+     lambda g, w: P("linear_input_grad")(g, w), lambda g, w: g @ w)
+case("linear_weight_grad", "3d", inputs(normal(2, 3, 5), normal(2, 3, 4)),
+     lambda g, x: P("linear_weight_grad")(g, x),
+     lambda g, x: g.reshape(-1, 5).T @ x.reshape(-1, 4))
+case("linear_weight_grad", "1d", inputs(normal(2), normal(4)),
+     lambda g, x: P("linear_weight_grad")(g, x), lambda g, x: np.outer(g, x))
+
 case("gelu", "exact", inputs(normal(3, 4)), lambda x: P("gelu")(x, approximate="none"),
      _np_gelu)
 case("gelu", "public-tanh", inputs(uniform(-3, 3, 2, 5)),
