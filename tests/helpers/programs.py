@@ -415,6 +415,28 @@ def _div_code(n, p):
     return f"{n[0]} / ({n[1]} * {n[1]} + 0.5)" if len(n) > 1 else f"{n[0]} / {p['c']!r}"
 
 
+def _linear_np(a, p):
+    lo, hi = p.get("rows", (0, a[1].shape[0]))
+    out = np.matmul(a[0], a[1][lo:hi].T)
+    return _arr(out + a[2][lo:hi] if len(a) > 2 else out)
+
+
+def _linear_mg(a, p):
+    bias = a[2] if len(a) > 2 else None
+    if "rows" in p:
+        lo, hi = p["rows"]
+        return mg.ops.nn.linear_rows(a[0], a[1], bias, lo=lo, hi=hi)
+    return F.linear(a[0], a[1], bias)
+
+
+def _linear_code(n, p):
+    bias = n[2] if len(n) > 2 else "None"
+    if "rows" in p:
+        lo, hi = p["rows"]
+        return f"mg.ops.nn.linear_rows({n[0]}, {n[1]}, {bias}, lo={lo}, hi={hi})"
+    return f"F.linear({n[0]}, {n[1]}, {bias})"
+
+
 def _setitem_index_np(args, p):
     if p["kind"] == "basic":
         return _np_basic(p["index"]), args[1:]
@@ -650,6 +672,7 @@ OPS: dict[str, OpSpec] = {
         lambda n, p: f"{n[0]}.logsumexp(dim={p['dim']}, keepdim={p['keepdim']})"),
     "matmul": OpSpec(lambda a, p: _arr(np.matmul(a[0], a[1])), lambda a, p: a[0] @ a[1],
                      lambda n, p: f"{n[0]} @ {n[1]}"),
+    "linear": OpSpec(_linear_np, _linear_mg, _linear_code),
     "softmax": OpSpec(lambda a, p: np.exp(_np_log_softmax(a[0], p["dim"])),
                       lambda a, p: F.softmax(a[0], dim=p["dim"]),
                       lambda n, p: f"F.softmax({n[0]}, dim={p['dim']})"),
@@ -1376,6 +1399,26 @@ def _mk_matmul(g: _Gen) -> bool:
     return True
 
 
+def _mk_linear(g: _Gen) -> bool:
+    """``F.linear``, or the stacked-weight form ``linear_rows`` (a row range of the weight
+    and bias), with or without a bias."""
+    x = g.pick(pred=lambda r: g.np[r].ndim in (1, 2, 3) and g.shape(r)[-1] > 0)
+    if x is None:
+        return False
+    k = g.shape(x)[-1]
+    rows = g.integer(1, 4)
+    params: dict = {}
+    if g.flag():
+        lo = g.integer(0, rows - 1)
+        params["rows"] = (lo, g.integer(lo + 1, rows))
+    w = g.partner((rows, k), lambda r: g.shape(r) == (rows, k))
+    args = [x, w]
+    if g.flag():
+        args.append(g.partner((rows,), lambda r: g.shape(r) == (rows,)))
+    g.emit("linear", tuple(args), params)
+    return True
+
+
 def _mk_attention(g: _Gen) -> bool:
     """Self-attention of one value (query, key and value alike), causal or not."""
     a = g.pick(pred=lambda r: g.np[r].ndim >= 2)
@@ -1706,7 +1749,7 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
      ("amin", _mk_reduce("amin")), ("max_dim", _mk_reduce("max_dim")),
      ("min_dim", _mk_reduce("min_dim")), ("var", _mk_reduce("var")),
      ("std", _mk_reduce("std")), ("logsumexp", _mk_reduce("logsumexp"))],
-    [("matmul", _mk_matmul), ("softmax", _mk_softmax("softmax")),
+    [("matmul", _mk_matmul), ("linear", _mk_linear), ("softmax", _mk_softmax("softmax")),
      ("log_softmax", _mk_softmax("log_softmax")), ("layer_norm", _mk_layer_norm),
      ("attention", _mk_attention)],
     [("batch_norm", _mk_channel_norm("batch_norm")),
