@@ -148,9 +148,10 @@ def _winograd_output(m, bias, out):
     if bias.shape[0] != co_:
         raise ValueError("winograd_output: bias must have one value per output channel")
     # A^T m A in two passes: the columns' combinations t[l, j] = sum_l' AT[j, l'] m[4l + l'],
-    # then y[i, j] = bias + sum_l AT[i, l] t[l, j]
+    # then y[i] = bias + sum_l AT[i, l] t[l, :], its (i, 0) and (i, 1) outputs interleaved as
+    # in the output rows, which are then contiguous copies
     t = np.empty((4, 2, per), dtype=out.dtype)
-    y = np.empty((2, 2, per), dtype=out.dtype)
+    y = np.empty((2, 2 * per), dtype=out.dtype)
     for co in range(co_):
         base = co * per
         for row in range(4):
@@ -161,22 +162,20 @@ def _winograd_output(m, bias, out):
                 t0[k] = m0[k] + m1[k] + m2[k]
                 t1[k] = m1[k] - m2[k] - m3[k]
         b = bias[co]
-        for j in range(2):
-            a0, a1, a2, a3 = t[0, j], t[1, j], t[2, j], t[3, j]
-            y0, y1 = y[0, j], y[1, j]
-            for k in range(per):
-                y0[k] = b + (a0[k] + a1[k] + a2[k])
-                y1[k] = b + (a1[k] - a2[k] - a3[k])
+        y0, y1 = y[0], y[1]
+        a0, a1, a2, a3 = t[0, 0], t[1, 0], t[2, 0], t[3, 0]
+        c0, c1, c2, c3 = t[0, 1], t[1, 1], t[2, 1], t[3, 1]
+        for k in range(per):
+            y0[2 * k] = b + (a0[k] + a1[k] + a2[k])
+            y0[2 * k + 1] = b + (c0[k] + c1[k] + c2[k])
+            y1[2 * k] = b + (a1[k] - a2[k] - a3[k])
+            y1[2 * k + 1] = b + (c1[k] - c2[k] - c3[k])
         plane = out[co]
         for oy in range(oh):
-            i = oy % 2
-            even, odd = y[i, 0, (oy // 2) * r:], y[i, 1, (oy // 2) * r:]
+            src = y[oy % 2, 2 * (oy // 2) * r:]
             line = plane[oy]
-            for tx in range(ow // 2):
-                line[2 * tx] = even[tx]
-                line[2 * tx + 1] = odd[tx]
-            if ow % 2:
-                line[ow - 1] = even[tw - 1]
+            for ox in range(ow):
+                line[ox] = src[ox]
     return out
 
 

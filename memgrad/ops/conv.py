@@ -89,8 +89,8 @@ tests/ops/test_conv_ops.py), except that an infinite input can come out as NaN w
 direct sum gives an infinity (the transforms subtract it from itself).
 
 The products run at about 1.5 times the stacked forward's speed per output, but the
-transforms (per W3 sample about 50 microseconds for the input, 60 for the output and 95 for
-``g``, against 25 for im2row) take most of that back, so the path pays only on some shapes.
+transforms (per W3 sample about 50 microseconds for the input, 25 for the output and 80 for
+``g``, against 25 for im2row) take much of that back, so the path pays only on some shapes.
 Winograd time over the direct path's (one thread, CPU time, interleaved, float32; forward,
 input gradient, weight gradient):
 
