@@ -91,25 +91,30 @@ direct sum gives an infinity (the transforms subtract it from itself).
 The products run at about 1.5 times the stacked forward's speed per output, but the
 transforms (per W3 sample about 50 microseconds for the input, 25 for the output and 80 for
 ``g``, against 25 for im2row) take much of that back, so the path pays only on some shapes.
-Winograd time over the direct path's (one thread, CPU time, interleaved, float32; forward,
-input gradient, weight gradient):
+Winograd time over the direct path's (one thread, CPU time, interleaved, float32 unless
+marked; forward, input gradient, weight gradient):
 
-    N,  C -> CO, size      fwd   igrad  wgrad
-    16, 32 -> 32, 32x32    0.77  0.83   0.88   (W3)
-    16, 64 -> 64, 16x16    0.83  0.86   1.24
-    16, 16 -> 16, 32x32    0.91  1.07   0.89
-    16, 16 -> 64, 32x32    0.97  0.90   1.03
-    16, 64 -> 16, 16x16    1.05  1.49   1.12
-     4, 32 -> 32, 64x64    1.02  0.95   0.99
-    16, 128 -> 128, 8x8    1.22  1.21   2.12
-     8, 256 -> 256, 8x8    1.94  1.62   1.95
+    N,  C -> CO,   size     fwd   igrad  wgrad
+    16, 32 -> 32,  32x32    0.70  0.70   0.89   (W3)
+    16, 32 -> 32,  32x32    0.77  0.76   0.81   (float64)
+    16, 16 -> 16,  32x32    0.73  0.89   0.90
+    16, 16 -> 64,  32x32    0.85  0.75   1.02
+    16, 64 -> 64,  16x16    0.72  0.73   1.34
+    16, 64 -> 16,  16x16    0.89  0.95   1.21
+     4, 32 -> 32,  64x64    0.83  0.89   1.12
+     4, 32 -> 32,  64x64    1.00  1.03   1.11   (float64)
+    16, 128 -> 128, 8x8     1.03  1.02   2.06
+     8, 256 -> 256, 8x8     2.04  1.69   2.06
 
-Thin products (few channels, few tiles) lose, and so do transformed tiles that do not stay in
-the core's cache (64x64). So the path is taken for 32 to 64 channels in and out
-(``_WINOGRAD_CHANNELS``), at least 64 tiles per sample (256 for the weight gradient,
-``_WINOGRAD_MIN_TILES``) and at most 1 MiB of transformed tiles per sample
-(``_WINOGRAD_MAX_BYTES``); the direct paths otherwise. On the W3 step (same measurement)
-it took the step to 0.91 times the direct paths' time.
+Thin products lose (few tiles: small images; and for the weight gradient, whose products
+are (C, T) @ (T, CO), anything under 256 tiles), and so do transformed tiles that no longer
+stay in the core's cache (64x64 in float64; the weight gradient's two transforms from about
+1.5 MB). So the path is taken for 16 to 64 channels in and out (``_WINOGRAD_CHANNELS``), at
+least 64 tiles per sample (256 for the weight gradient, ``_WINOGRAD_MIN_TILES``) and at most
+4 MiB (1.5 MiB) of transformed tiles per sample (``_WINOGRAD_MAX_BYTES``); the direct paths
+otherwise. On the W3 step (one thread, CPU time, interleaved with PyTorch's and with the
+direct paths) it took the step from 1.30 to 1.12 times PyTorch's time (0.86 of the direct
+paths').
 
 NOTE [ Serial kernels ]
 The numba kernels run on the calling thread only. Compiled with ``parallel=True`` they made
@@ -184,11 +189,11 @@ _STACKED_MAX_CO = 32
 _STACKED_MIN_K = 64
 
 # the Winograd path is taken for input and output channels in this range, at least this
-# many tiles per sample (the weight gradient: the second figure) and at most this many bytes
-# of transformed tiles per sample (NOTE [ Winograd convolution ])
-_WINOGRAD_CHANNELS = (32, 64)
+# many tiles per sample and at most this many bytes of transformed tiles per sample (each:
+# the forward's, then the weight gradient's; NOTE [ Winograd convolution ])
+_WINOGRAD_CHANNELS = (16, 64)
 _WINOGRAD_MIN_TILES = (64, 256)
-_WINOGRAD_MAX_BYTES = 1 << 20
+_WINOGRAD_MAX_BYTES = (4 << 20, 3 << 19)
 
 
 class WINOGRAD:
@@ -302,7 +307,7 @@ def _winograd(x_shape, w_shape, stride, padding, dilation, groups, itemsize: int
         return False
     per = _winograd_tiles(x_shape[2] + 2 * padding[0] - 2, x_shape[3] + 2 * padding[1] - 2)[2]
     return (per >= _WINOGRAD_MIN_TILES[weight_grad]
-            and 16 * max(c, co) * per * itemsize <= _WINOGRAD_MAX_BYTES)
+            and 16 * max(c, co) * per * itemsize <= _WINOGRAD_MAX_BYTES[weight_grad])
 
 
 def _winograd_tiles(oh: int, ow: int) -> tuple[int, int, int]:
