@@ -68,11 +68,12 @@ def _terms(which: str, r: int, plane: int, dtype: np.dtype) -> tuple[np.ndarray,
     """Offsets (int64) and signs (float64), (16, 4) each, of the 16 positions ``4i + j`` of
     ``mat d mat^T`` for the ``size`` x ``size`` window ``d`` of tile ``k``: ``d[y, x]`` at
     ``k + offset`` of the parities of ``_split`` (rows of ``r``, ``plane`` entries a
-    parity); unused terms have sign 0. ``which`` is "input" (``B^T d B``, 4x4 windows) or
-    "grad" (``A y A^T``, 2x2); cached, read-only."""
+    parity). ``which`` is "input" (``B^T d B``, 4x4 windows: four terms each) or "grad"
+    (``A y A^T``, 2x2: one, two or four), whose unused terms read a fifth parity, of zeros.
+    Cached, read-only."""
     mat, size = (BT, 4) if which == "input" else (AT.T, 2)
-    offsets = np.zeros((16, 4), dtype=np.int64)
-    signs = np.zeros((16, 4), dtype=dtype)
+    offsets = np.full((16, 4), 4 * plane, dtype=np.int64)
+    signs = np.ones((16, 4), dtype=dtype)
     for i in range(4):
         for j in range(4):
             t = 0
@@ -205,24 +206,19 @@ def _winograd_grad(g, mg, offsets, signs):
                          "ceil(OH/2), TW = ceil(OW/2), for g (CO, OH, OW)")
     if offsets.shape != (16, 4) or signs.shape != (16, 4):
         raise ValueError("winograd_grad: offsets and signs must be (16, 4)")
-    q = np.zeros(4 * per, dtype=g.dtype)  # zero past OH and OW: the spares read 0
+    # the four parities of g (zero past OH and OW, so the spares read 0) and a fifth of
+    # zeros for the unused terms: every position is then one loop of four terms (loops of
+    # one or two terms, picked per position, took twice as long)
+    q = np.zeros(5 * per, dtype=g.dtype)
     for co in range(co_):
         _split(g[co], q, r, per, 0, 0)
         for p in range(16):
-            dst = mg[p, co * per:(co + 1) * per]
             o = offsets[p]
             s0, s1, s2, s3 = signs[p, 0], signs[p, 1], signs[p, 2], signs[p, 3]
-            a, b = q[o[0]:], q[o[1]:]
-            if s1 == 0:  # one term
-                for k in range(per):
-                    dst[k] = s0 * a[k]
-            elif s2 == 0:  # two
-                for k in range(per):
-                    dst[k] = s0 * a[k] + s1 * b[k]
-            else:
-                c, d = q[o[2]:], q[o[3]:]
-                for k in range(per):
-                    dst[k] = s0 * a[k] + s1 * b[k] + s2 * c[k] + s3 * d[k]
+            a, b, c, d = q[o[0]:], q[o[1]:], q[o[2]:], q[o[3]:]
+            dst = mg[p, co * per:(co + 1) * per]
+            for k in range(per):
+                dst[k] = s0 * a[k] + s1 * b[k] + s2 * c[k] + s3 * d[k]
     return mg
 
 

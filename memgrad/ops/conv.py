@@ -89,27 +89,27 @@ tests/ops/test_conv_ops.py), except that an infinite input can come out as NaN w
 direct sum gives an infinity (the transforms subtract it from itself).
 
 The products run at about 1.5 times the stacked forward's speed per output, but the
-transforms (per W3 sample about 50 microseconds for the input, 25 for the output and 80 for
+transforms (per W3 sample about 45 microseconds for the input, 20 for the output and 40 for
 ``g``, against 25 for im2row) take much of that back, so the path pays only on some shapes.
 Winograd time over the direct path's (one thread, CPU time, interleaved, float32 unless
 marked; forward, input gradient, weight gradient):
 
     N,  C -> CO,   size     fwd   igrad  wgrad
-    16, 32 -> 32,  32x32    0.70  0.70   0.89   (W3)
-    16, 32 -> 32,  32x32    0.77  0.76   0.81   (float64)
-    16, 16 -> 16,  32x32    0.73  0.89   0.90
-    16, 16 -> 64,  32x32    0.85  0.75   1.02
-    16, 64 -> 64,  16x16    0.72  0.73   1.34
-    16, 64 -> 16,  16x16    0.89  0.95   1.21
-     4, 32 -> 32,  64x64    0.83  0.89   1.12
-     4, 32 -> 32,  64x64    1.00  1.03   1.11   (float64)
-    16, 128 -> 128, 8x8     1.03  1.02   2.06
-     8, 256 -> 256, 8x8     2.04  1.69   2.06
+    16, 32 -> 32,  32x32    0.72  0.72   0.78   (W3)
+    16, 32 -> 32,  32x32    0.68  0.76   0.76   (float64)
+    16, 16 -> 16,  32x32    0.79  0.87   0.77
+    16, 16 -> 64,  32x32    0.78  0.76   0.87
+    16, 64 -> 64,  16x16    0.69  0.74   1.07
+    16, 64 -> 16,  16x16    0.80  1.00   1.07
+     4, 32 -> 32,  64x64    0.86  0.98   1.17
+     4, 32 -> 32,  64x64    1.08  1.06   0.93   (float64)
+    16, 128 -> 128, 8x8     1.03  1.11   1.67
+     8, 256 -> 256, 8x8     1.91  1.75   1.78
 
 Thin products lose (few tiles: small images; and for the weight gradient, whose products
 are (C, T) @ (T, CO), anything under 256 tiles), and so do transformed tiles that no longer
 stay in the core's cache (64x64 in float64; the weight gradient's two transforms from about
-1.5 MB). So the path is taken for 16 to 64 channels in and out (``_WINOGRAD_CHANNELS``), at
+2 MB). So the path is taken for 16 to 64 channels in and out (``_WINOGRAD_CHANNELS``), at
 least 64 tiles per sample (256 for the weight gradient, ``_WINOGRAD_MIN_TILES``) and at most
 4 MiB (1.5 MiB) of transformed tiles per sample (``_WINOGRAD_MAX_BYTES``); the direct paths
 otherwise. On the W3 step (one thread, CPU time, interleaved with PyTorch's and with the
