@@ -113,8 +113,10 @@ stay in the core's cache (64x64 in float64; the weight gradient's two transforms
 least 64 tiles per sample (256 for the weight gradient, ``_WINOGRAD_MIN_TILES``) and at most
 4 MiB (1.5 MiB) of transformed tiles per sample (``_WINOGRAD_MAX_BYTES``); the direct paths
 otherwise. On the W3 step (one thread, CPU time, interleaved with PyTorch's and with the
-direct paths) it took the step from 1.30 to 1.12 times PyTorch's time (0.86 of the direct
-paths').
+direct paths in one process, load average 7 on 2 cores, so ratios only) it took the step from
+1.35-1.38 to 1.02-1.05 times PyTorch's time (0.74-0.78 of the direct paths'); a W3 layer's
+forward 1.07, input gradient 0.56 and weight gradient 1.07 times PyTorch's (oneDNN's;
+``torch.nn.grad`` for the gradients).
 
 NOTE [ Serial kernels ]
 The numba kernels run on the calling thread only. Compiled with ``parallel=True`` they made
