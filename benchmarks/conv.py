@@ -8,10 +8,10 @@ and backward on the same input. Frameworks are timed round-robin (one run of eac
 so that both see the same machine load; the best and the median of ``--repeats`` runs are
 reported after ``--warmup`` runs.
 
-The kernels (im2col, col2im, im2row, row_sum, max pooling and its backward scatter) are timed
-against their NumPy references on the W3 shapes, at the batch chunk ``memgrad.ops.conv``
-hands them and at the full batch; a kernel is worth keeping only at >= 2x its NumPy
-formulation.
+The kernels (im2col, col2im, im2row, row_sum, the Winograd transforms, max pooling and its
+backward scatter) are timed against their NumPy references on the W3 shapes, at the batch
+chunk ``memgrad.ops.conv`` hands them and at the full batch; a kernel is worth keeping only
+at >= 2x its NumPy formulation.
 
 Prints one JSON line per measurement, then a plain-text table. PyTorch (eager, CPU,
 ``--torch-threads`` threads, two by default) is measured when ``import torch`` works; it is a
@@ -37,6 +37,7 @@ import memgrad as mg
 import memgrad.nn.functional as F
 from memgrad._kernels import conv as conv_kernels
 from memgrad._kernels import pool as pool_kernels
+from memgrad._kernels import winograd as winograd_kernels
 from memgrad.ops import conv as conv_ops
 
 __all__ = ["KernelCase", "memgrad_cases", "torch_cases", "kernel_cases", "round_robin", "main"]
@@ -173,6 +174,24 @@ def kernel_cases() -> dict[str, KernelCase]:
         lambda: conv_kernels.row_sum(partial, bias, summed, SIZE),
         lambda: conv_kernels.row_sum_reference(partial, bias, SIZE * SIZE, SIZE),
         "3 kernel rows, 32 channels")
+    # one sample's Winograd transforms (NOTE [ Winograd convolution ] in memgrad/ops/conv.py)
+    th = tw = SIZE // 2
+    per = th * (tw + 1)
+    sample = rng.standard_normal((CHANNELS, SIZE, SIZE)).astype(np.float32)
+    tiles = np.empty((16, CHANNELS * per), np.float32)
+    products = rng.standard_normal((16, CHANNELS * per)).astype(np.float32)
+    plane = np.empty((CHANNELS, SIZE, SIZE), np.float32)
+    shape = f"{CHANNELS} channels, {SIZE}x{SIZE}"
+    out["winograd_input/sample"] = KernelCase(
+        lambda: winograd_kernels.winograd_input(sample, tiles, 1, 1, th, tw),
+        lambda: winograd_kernels.winograd_input_reference(sample, 1, 1, th, tw), shape)
+    out["winograd_output/sample"] = KernelCase(
+        lambda: winograd_kernels.winograd_output(products, bias, plane),
+        lambda: winograd_kernels.winograd_output_reference(
+            products.reshape(16, CHANNELS, th, tw + 1)[..., :tw], bias, SIZE, SIZE), shape)
+    out["winograd_grad/sample"] = KernelCase(
+        lambda: winograd_kernels.winograd_grad(sample, tiles),
+        lambda: winograd_kernels.winograd_grad_reference(sample), shape)
     x = rng.standard_normal((BATCH, CHANNELS, SIZE, SIZE)).astype(np.float32)
     half = (BATCH, CHANNELS, SIZE // 2, SIZE // 2)
     pooled, argmax = np.empty(half, np.float32), np.empty(half, np.int64)

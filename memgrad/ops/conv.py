@@ -75,6 +75,49 @@ The input gradient of a stride-1 convolution (groups 1, padding at most the kern
 channel axes swapped, padded by ``d*(k - 1) - p``, so it takes the same path and needs no
 col2im. Other strides and grouped convolutions use the columns.
 
+NOTE [ Winograd convolution ]
+A 3x3 convolution of stride and dilation 1 and groups 1 can take Lavin and Gray's F(2x2, 3x3):
+each 2x2 block of outputs is ``A^T [(G w G^T) * (B^T d B)] A`` for its 4x4 input window
+``d`` (layout and kernels in memgrad/_kernels/winograd.py), so per sample the 16 positions
+of the transformed tiles are 16 ``(CO, C) @ (C, T)`` products, ``T`` about ``OH*OW/4``: 2.25
+times fewer multiply-adds than the direct product. The input gradient is a stride-1
+convolution (NOTE [ Row-shifted convolution ]) and takes the same path; the weight gradient
+is ``G^T [sum (A g A^T) * (B^T d B)] G``: per sample the input's and ``g``'s transforms and
+16 ``(C, T) @ (T, CO)`` products, summed over the batch. The results agree with the direct
+path to float32 rounding (on a W3 layer within 1e-5 of the largest value;
+tests/ops/test_conv_ops.py), except that an infinite input can come out as NaN where the
+direct sum gives an infinity (the transforms subtract it from itself).
+
+The products run at about 1.5 times the stacked forward's speed per output, but the
+transforms (per W3 sample about 45 microseconds for the input, 20 for the output and 40 for
+``g``, against 25 for im2row) take much of that back, so the path pays only on some shapes.
+Winograd time over the direct path's (one thread, CPU time, interleaved, float32 unless
+marked; forward, input gradient, weight gradient):
+
+    N,  C -> CO,   size     fwd   igrad  wgrad
+    16, 32 -> 32,  32x32    0.72  0.72   0.78   (W3)
+    16, 32 -> 32,  32x32    0.68  0.76   0.76   (float64)
+    16, 16 -> 16,  32x32    0.79  0.87   0.77
+    16, 16 -> 64,  32x32    0.78  0.76   0.87
+    16, 64 -> 64,  16x16    0.69  0.74   1.07
+    16, 64 -> 16,  16x16    0.80  1.00   1.07
+     4, 32 -> 32,  64x64    0.86  0.98   1.17
+     4, 32 -> 32,  64x64    1.08  1.06   0.93   (float64)
+    16, 128 -> 128, 8x8     1.03  1.11   1.67
+     8, 256 -> 256, 8x8     1.91  1.75   1.78
+
+Thin products lose (few tiles: small images; and for the weight gradient, whose products
+are (C, T) @ (T, CO), anything under 256 tiles), and so do transformed tiles that no longer
+stay in the core's cache (64x64 in float64; the weight gradient's two transforms from about
+2 MB). So the path is taken for 16 to 64 channels in and out (``_WINOGRAD_CHANNELS``), at
+least 64 tiles per sample (256 for the weight gradient, ``_WINOGRAD_MIN_TILES``) and at most
+4 MiB (1.5 MiB) of transformed tiles per sample (``_WINOGRAD_MAX_BYTES``); the direct paths
+otherwise. On the W3 step (one thread, CPU time, interleaved with PyTorch's and with the
+direct paths in one process, load average 7 on 2 cores, so ratios only) it took the step from
+1.35-1.38 to 1.02-1.05 times PyTorch's time (0.74-0.78 of the direct paths'); a W3 layer's
+forward 1.07, input gradient 0.56 and weight gradient 1.07 times PyTorch's (oneDNN's;
+``torch.nn.grad`` for the gradients).
+
 NOTE [ Serial kernels ]
 The numba kernels run on the calling thread only. Compiled with ``parallel=True`` they made
 the W3 step three times slower (590 ms against 180 ms on a busy 2-core machine): numba's OpenMP
@@ -147,6 +190,21 @@ _CHUNK_BYTES = 1 << 20
 _STACKED_MAX_CO = 32
 _STACKED_MIN_K = 64
 
+# the Winograd path is taken for input and output channels in this range, at least this
+# many tiles per sample and at most this many bytes of transformed tiles per sample (each:
+# the forward's, then the weight gradient's; NOTE [ Winograd convolution ])
+_WINOGRAD_CHANNELS = (16, 64)
+_WINOGRAD_MIN_TILES = (64, 256)
+_WINOGRAD_MAX_BYTES = (4 << 20, 3 << 19)
+
+
+class WINOGRAD:
+    """Whether conv2d may take the Winograd path (the tests and benchmarks compare it with the
+    direct path by turning it off)."""
+
+    enabled = True
+
+
 _scratch = threading.local()
 
 
@@ -213,6 +271,8 @@ def _conv2d(x, weight, bias, *, stride, padding, dilation, groups):
 
 def _forward(x, weight, bias, stride, padding, dilation, groups) -> np.ndarray:
     x = np.ascontiguousarray(x)
+    if _winograd(x.shape, weight.shape, stride, padding, dilation, groups, x.itemsize):
+        return _forward_winograd(x, weight, bias, padding)
     if _row_shifted(stride, groups):
         return _forward_rows(x, weight, bias, padding, dilation, stride[1])
     n, c, h, w = x.shape
@@ -233,6 +293,74 @@ def _forward(x, weight, bias, stride, padding, dilation, groups) -> np.ndarray:
             out[lo:hi] += bias[:, None, None]
 
     in_parts(n, n * co * kg * length, work)
+    return out
+
+
+def _winograd(x_shape, w_shape, stride, padding, dilation, groups, itemsize: int,
+              weight_grad: bool = False) -> bool:
+    """Whether conv2d (or its weight gradient) takes the Winograd path (NOTE [ Winograd
+    convolution ])."""
+    if not (WINOGRAD.enabled and tuple(w_shape[2:]) == (3, 3) and tuple(stride) == (1, 1)
+            and tuple(dilation) == (1, 1) and groups == 1):
+        return False
+    co, c = w_shape[:2]
+    lo, hi = _WINOGRAD_CHANNELS
+    if min(c, co) < lo or max(c, co) > hi:
+        return False
+    per = _winograd_tiles(x_shape[2] + 2 * padding[0] - 2, x_shape[3] + 2 * padding[1] - 2)[2]
+    return (per >= _WINOGRAD_MIN_TILES[weight_grad]
+            and 16 * max(c, co) * per * itemsize <= _WINOGRAD_MAX_BYTES[weight_grad])
+
+
+def _winograd_tiles(oh: int, ow: int) -> tuple[int, int, int]:
+    """Tile rows, tiles per row and entries per channel of the Winograd layout."""
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    return th, tw, th * (tw + 1)
+
+
+def _winograd_weight(weight: np.ndarray) -> np.ndarray:
+    """``G w G^T`` of every (CO, C) kernel, as (16, CO, C)."""
+    from memgrad._kernels.winograd import G
+
+    co, c = weight.shape[:2]
+    g = G.astype(weight.dtype)
+    # two 2-D products (einsum, or matmul broadcast over the kernels, took 10 times as long)
+    t = (np.ascontiguousarray(weight).reshape(-1, 3) @ g.T).reshape(co, c, 3, 4)
+    u = (g @ t.transpose(2, 0, 1, 3).reshape(3, -1)).reshape(4, co, c, 4)  # [i, o, c, j]
+    return np.ascontiguousarray(u.transpose(0, 3, 1, 2)).reshape(16, co, c)
+
+
+def _winograd_scratch(slot: str, channels: int, per: int, dtype) -> np.ndarray:
+    """A (16, channels*per + 16) scratch: the 16 positions' blocks are then not a multiple
+    of 4 KiB apart, which would make their writes evict each other from L1."""
+    return _buffer(slot, (16, channels * per + 16), dtype)
+
+
+def _forward_winograd(x, weight, bias, padding) -> np.ndarray:
+    """conv2d of a 3x3 kernel, stride and dilation 1, groups 1, by Winograd F(2x2, 3x3):
+    per sample the input transform, one (CO, C) @ (C, T) product per position of the 4x4
+    tiles and the output transform (NOTE [ Winograd convolution ])."""
+    from memgrad._kernels.winograd import winograd_input, winograd_output
+
+    n, c, h, w = x.shape
+    co = weight.shape[0]
+    oh, ow = h + 2 * padding[0] - 2, w + 2 * padding[1] - 2
+    th, tw, per = _winograd_tiles(oh, ow)
+    u = _winograd_weight(np.asarray(weight, x.dtype))
+    b = np.zeros(co, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
+    out = np.empty((n, co, oh, ow), dtype=x.dtype)
+
+    def work(lo: int, hi: int) -> None:
+        v = _winograd_scratch("wino_v", c, per, x.dtype)
+        m = _winograd_scratch("wino_m", co, per, x.dtype)
+        vs = v[:, : c * per].reshape(16, c, per)
+        ms = m[:, : co * per].reshape(16, co, per)
+        for i in range(lo, hi):
+            winograd_input(x[i], v, padding[0], padding[1], th, tw)
+            np.matmul(u, vs, out=ms)
+            winograd_output(m, b, out[i])
+
+    in_parts(n, n * co * c * 16 * per, work)
     return out
 
 
@@ -387,6 +515,9 @@ def conv2d_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups)
                   [20., 24.]]]])
     """
     x = np.ascontiguousarray(x)
+    if _winograd(x.shape, weight_shape, stride, padding, dilation, groups, x.itemsize,
+                 weight_grad=True):
+        return _weight_grad_winograd(x, np.ascontiguousarray(g), weight_shape, padding)
     if _row_shifted(stride, groups):
         return _weight_grad_rows(x, np.ascontiguousarray(g), weight_shape, padding, dilation,
                                  stride[1])
@@ -448,6 +579,42 @@ def _weight_grad_rows(x, g, weight_shape, padding, dilation, sw) -> np.ndarray:
         gw += other
     # (KH, C, KW, CO) -> (CO, C, KH, KW)
     return np.ascontiguousarray(gw.reshape(kh, c, kw, co).transpose(3, 1, 0, 2))
+
+
+def _weight_grad_winograd(x, g, weight_shape, padding) -> np.ndarray:
+    """conv2d_weight_grad of a 3x3 kernel, stride and dilation 1, groups 1, by Winograd
+    F(2x2, 3x3): per sample, the input's and ``g``'s transforms and one (C, T) @ (T, CO)
+    product per position, summed over the batch, then ``G^T (.) G`` (NOTE [ Winograd
+    convolution ])."""
+    from memgrad._kernels.winograd import G, winograd_grad, winograd_input
+
+    n, c, _, _ = x.shape
+    co = weight_shape[0]
+    oh, ow = g.shape[2], g.shape[3]
+    th, tw, per = _winograd_tiles(oh, ow)
+
+    def work(lo: int, hi: int) -> np.ndarray:
+        v = _winograd_scratch("wino_v", c, per, x.dtype)
+        mg = _winograd_scratch("wino_m", co, per, x.dtype)
+        vs = v[:, : c * per].reshape(16, c, per)
+        ms = mg[:, : co * per].reshape(16, co, per).transpose(0, 2, 1)
+        part = _buffer("wino_part", (16, c, co), x.dtype)
+        acc = np.zeros((16, c, co), dtype=x.dtype)
+        for i in range(lo, hi):
+            winograd_input(x[i], v, padding[0], padding[1], th, tw)
+            winograd_grad(g[i], mg)
+            np.matmul(vs, ms, out=part)
+            acc += part
+        return acc
+
+    acc, *rest = in_parts(n, n * co * c * 16 * per, work)
+    for other in rest:
+        acc += other
+    # G^T (.) G of every (C, CO) position block, as two 2-D products: [i, l, c, o], then j
+    gm = G.astype(x.dtype)
+    t = (gm.T @ acc.reshape(4, -1)).reshape(3, 4, c, co)
+    dw = (t.transpose(0, 2, 3, 1).reshape(-1, 4) @ gm).reshape(3, c, co, 3)  # [i, c, o, j]
+    return np.ascontiguousarray(dw.transpose(2, 1, 0, 3))
 
 
 def _flipped_padding(input_shape, g_shape, weight_shape, stride, padding, dilation, groups):

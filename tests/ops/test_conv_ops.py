@@ -620,7 +620,8 @@ def test_row_shifted_convolution_in_batch_parts(monkeypatch, path):
 
 def test_row_shifted_forward_picks_the_stacked_product_for_few_output_channels(monkeypatch):
     """W3's layers (32 channels, 3x3) take the stacked product, 64 output channels or 2
-    input channels the window products; both give the direct sum."""
+    input channels the window products; both give the direct sum (the Winograd path off)."""
+    monkeypatch.setattr(conv_ops.WINOGRAD, "enabled", False)
     taken = []
     for name in ("_forward_stacked", "_forward_windows"):
         real = getattr(conv_ops, name)
@@ -632,3 +633,141 @@ def test_row_shifted_forward_picks_the_stacked_product_for_few_output_channels(m
         np.testing.assert_allclose(conv2d(mg.tensor(x), mg.tensor(w), padding=1).numpy(),
                                    np_conv2d(x, w, padding=1), rtol=1e-12, atol=1e-12)
     assert taken == ["_forward_stacked", "_forward_windows", "_forward_windows"]
+
+
+# ---------------------------------------------------------------------------- Winograd
+
+
+def test_winograd_path_is_taken_only_where_it_paid():
+    """NOTE [ Winograd convolution ]: 3x3, stride and dilation 1, groups 1, 16 to 64
+    channels, at least 64 tiles a sample (256 for the weight gradient), at most 4 MiB (1.5 MiB)
+    of transformed tiles a sample."""
+    def taken(x, w, stride=(1, 1), dilation=(1, 1), groups=1, itemsize=4, weight_grad=False):
+        return conv_ops._winograd(x, w, stride, (1, 1), dilation, groups, itemsize,
+                                  weight_grad)
+
+    for weight_grad in (False, True):
+        assert taken((16, 32, 32, 32), (32, 32, 3, 3), weight_grad=weight_grad)  # W3
+        assert taken((16, 32, 32, 32), (32, 32, 3, 3), itemsize=8, weight_grad=weight_grad)
+        assert taken((16, 16, 32, 32), (16, 16, 3, 3), weight_grad=weight_grad)
+    assert taken((16, 64, 16, 16), (64, 64, 3, 3))
+    assert not taken((16, 64, 16, 16), (64, 64, 3, 3), weight_grad=True)  # 72 tiles
+    assert taken((4, 32, 64, 64), (32, 32, 3, 3))  # 2.2 MB of tiles
+    assert not taken((4, 32, 64, 64), (32, 32, 3, 3), weight_grad=True)
+    assert not taken((4, 32, 64, 64), (32, 32, 3, 3), itemsize=8)  # 4.3 MB
+    assert not taken((16, 8, 32, 32), (32, 8, 3, 3))  # thin products
+    assert not taken((16, 128, 32, 32), (128, 128, 3, 3))
+    assert not taken((16, 64, 8, 8), (64, 64, 3, 3))  # 20 tiles
+    assert not taken((16, 32, 32, 32), (32, 32, 5, 5))
+    assert not taken((16, 32, 32, 32), (32, 32, 3, 3), stride=(2, 1))
+    assert not taken((16, 32, 32, 32), (32, 32, 3, 3), dilation=(1, 2))
+    assert not taken((16, 32, 32, 32), (32, 16, 3, 3), groups=2)
+
+
+def _force_winograd(monkeypatch):
+    """Make every 3x3 stride-1 convolution take the Winograd path, whatever its size."""
+    monkeypatch.setattr(conv_ops, "_WINOGRAD_CHANNELS", (1, 1 << 30))
+    monkeypatch.setattr(conv_ops, "_WINOGRAD_MIN_TILES", (1, 1))
+    monkeypatch.setattr(conv_ops, "_WINOGRAD_MAX_BYTES", (1 << 60, 1 << 60))
+
+
+def _spy(monkeypatch, names):
+    taken = []
+    for name in names:
+        real = getattr(conv_ops, name)
+        monkeypatch.setattr(conv_ops, name,
+                            lambda *a, _real=real, _name=name: taken.append(_name) or _real(*a))
+    return taken
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, padding", [
+    ((2, 3, 7, 5), 1),  # odd output sizes: the last tiles overhang
+    ((1, 4, 6, 6), 0),
+    ((2, 3, 4, 9), 2),  # the input gradient's flipped padding is 0
+    ((1, 2, 3, 3), 1),
+])
+def test_winograd_convolution_matches_the_direct_sum(monkeypatch, dtype, shape, padding):
+    """Values and input, weight and bias gradients of the Winograd path against direct sums
+    in NumPy, within float32 rounding (float64: 1e-10), and all three ops take the path."""
+    _force_winograd(monkeypatch)
+    taken = _spy(monkeypatch, ["_forward_winograd", "_weight_grad_winograd"])
+    rng = np.random.default_rng(21)
+    co = 5
+    x = rng.standard_normal(shape)
+    w, b = rng.standard_normal((co, shape[1], 3, 3)) / 6, rng.standard_normal(co)
+    xt, wt, bt = (mg.tensor(a.astype(dtype), requires_grad=True) for a in (x, w, b))
+    out = conv2d(xt, wt, bt, padding=padding)
+    g = rng.standard_normal(out.shape)
+    out.backward(mg.tensor(g.astype(dtype)))
+    assert taken == ["_forward_winograd", "_forward_winograd", "_weight_grad_winograd"]
+    tol = 1e-5 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(out.numpy(), np_conv2d(x, w, b, padding=padding), rtol=tol,
+                               atol=tol)
+    gx, gw = _conv_grads_numpy(x, w, g, padding=padding)
+    np.testing.assert_allclose(xt.grad.numpy(), gx, rtol=tol, atol=tol * 10)
+    np.testing.assert_allclose(wt.grad.numpy(), gw, rtol=tol, atol=tol * 10)
+    np.testing.assert_allclose(bt.grad.numpy(), g.sum(axis=(0, 2, 3)), rtol=tol, atol=tol * 10)
+    assert out.dtype == xt.grad.dtype == wt.grad.dtype == dtype
+
+
+def test_winograd_float32_agrees_with_the_direct_path_on_w3_shapes(monkeypatch):
+    """On a W3 layer (32 channels, 32x32) the float32 results of the two paths differ by
+    rounding only: relative to the largest value, under 1e-5."""
+    assert conv_ops._winograd((2, 32, 32, 32), (32, 32, 3, 3), (1, 1), (1, 1), (1, 1), 1, 4,
+                              True)
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((2, 32, 32, 32)).astype(np.float32)
+    w = (rng.standard_normal((32, 32, 3, 3)) / 17).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    g = rng.standard_normal((2, 32, 32, 32)).astype(np.float32)
+    results = {}
+    for on in (True, False):
+        monkeypatch.setattr(conv_ops.WINOGRAD, "enabled", on)
+        ts = [mg.tensor(a, requires_grad=True) for a in (x, w, b)]
+        out = conv2d(*ts, padding=1)
+        out.backward(mg.tensor(g))
+        results[on] = [out.numpy()] + [t.grad.numpy() for t in ts]
+    for fast, direct in zip(results[True], results[False]):
+        assert np.abs(fast - direct).max() <= 1e-5 * np.abs(direct).max()
+
+
+def test_winograd_gradcheck_and_gradgradcheck(monkeypatch):
+    """First and second derivatives of the Winograd path (float64) against finite
+    differences."""
+    _force_winograd(monkeypatch)
+    taken = _spy(monkeypatch, ["_forward_winograd", "_weight_grad_winograd"])
+    rng = np.random.default_rng(23)
+    args = [mg.tensor(rng.standard_normal((2, 3, 3, 4)), requires_grad=True),
+            mg.tensor(rng.standard_normal((2, 3, 3, 3)), requires_grad=True),
+            mg.tensor(rng.standard_normal(2), requires_grad=True)]
+
+    def fn(*a):
+        return conv2d(*a, padding=1)
+
+    assert mg.autograd.gradcheck(fn, args)
+    assert mg.autograd.gradgradcheck(fn, args)
+    assert set(taken) == {"_forward_winograd", "_weight_grad_winograd"}
+
+
+def test_winograd_convolution_in_batch_parts(monkeypatch):
+    """The Winograd path split over helper threads: the values and gradients of one part
+    (the weight gradient's parts summed in order)."""
+    _force_winograd(monkeypatch)
+    rng = np.random.default_rng(24)
+    arrays = [rng.standard_normal((5, 3, 6, 5)), rng.standard_normal((4, 3, 3, 3)),
+              rng.standard_normal(4)]
+    monkeypatch.setattr(parts_mod.Parts, "set_local", None)
+    whole = _conv_values_and_grads(arrays, padding=1)
+    calls = []
+    monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
+    monkeypatch.setattr(parts_mod.Parts, "pool", None)
+    monkeypatch.setattr(parts_mod.Parts, "size", 0)
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    parts = _conv_values_and_grads(arrays, padding=1)
+    for got, want in zip(parts, whole):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(parts[0], np_conv2d(*arrays, padding=1), rtol=1e-12,
+                               atol=1e-12)
+    assert any(name.startswith("memgrad-parts") for name, _ in calls)
+    parts_mod.Parts.pool.shutdown()
