@@ -44,11 +44,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PARTS_MIN_MACS", "Parts", "in_parts", "Gemm"]
+__all__ = ["PARTS_MIN_MACS", "ROW_ALIGN", "Parts", "in_parts", "rows_in_parts", "Gemm"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
 PARTS_MIN_MACS = 1 << 23
+# the parts of a product's rows (rows_in_parts) start at multiples of this: a multiple of
+# OpenBLAS's row unrolling, so that each part is tiled as that part of the whole product
+ROW_ALIGN = 16
 
 
 def _openblas_symbol(*names: str) -> Any:
@@ -151,6 +154,19 @@ def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
         set_local(threads)
 
 
+def rows_in_parts(rows: int, macs: int, work: Callable[[int, int], Any]) -> None:
+    """``work(lo, hi)`` over contiguous parts of ``range(rows)``, a product's rows, as
+    ``in_parts`` runs them (NOTE [ Products in parts of their rows ]): each part's bounds are
+    multiples of ``ROW_ALIGN``; ``macs`` is the whole product's multiply-adds.
+
+    Example:
+        >>> rows_in_parts(40, 0, lambda lo, hi: print(lo, hi))  # too small to split: one part
+        0 40
+    """
+    blocks = -(-rows // ROW_ALIGN)
+    in_parts(blocks, macs, lambda lo, hi: work(lo * ROW_ALIGN, min(rows, hi * ROW_ALIGN)))
+
+
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
@@ -183,7 +199,7 @@ class Gemm:
                [4., 4., 3., 3.]])
     """
 
-    __slots__ = ("fn", "head", "ptrs", "lds", "views", "bounds")
+    __slots__ = ("fn", "head", "ptrs", "lds", "row_bytes", "views", "bounds")
 
     def __init__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         if Parts.gemms is None:
@@ -204,6 +220,7 @@ class Gemm:
         self.head = (_ROW_MAJOR, ta, tb, m, n, k, 1.0)
         self.ptrs = (a.ctypes.data, b.ctypes.data, c.ctypes.data)
         self.lds = (lda, ldb, ldc)
+        self.row_bytes = (a.strides[0], c.strides[0])  # from one row of a and c to the next
         self.views = (a, b, c)  # kept alive for the pointers
 
     @property
@@ -223,7 +240,18 @@ class Gemm:
         if self.fn is not None:
             pa, pb, pc = self.ptrs
             lda, ldb, ldc = self.lds
-            self.fn(*self.head, pa + da, lda, pb + db, ldb, beta, pc + dc, ldc)
+            order, ta, tb, m, n, k, alpha = self.head
+            if m * n * k < PARTS_MIN_MACS:
+                self.fn(order, ta, tb, m, n, k, alpha, pa + da, lda, pb + db, ldb, beta,
+                        pc + dc, ldc)
+                return
+            fn, (sa, sc) = self.fn, self.row_bytes
+
+            def work(lo: int, hi: int) -> None:
+                fn(order, ta, tb, hi - lo, n, k, alpha, pa + da + lo * sa, lda, pb + db, ldb,
+                   beta, pc + dc + lo * sc, ldc)
+
+            rows_in_parts(m, m * n * k, work)
             return
         a, b, c = (_shifted(v, d) for v, d in zip(self.views, (da, db, dc)))
         if beta == 0:
