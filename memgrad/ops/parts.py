@@ -1,4 +1,4 @@
-"""Running an op in parts of its batch, one part per BLAS thread.
+"""Running an op in parts of its batch or of its rows, one part per BLAS thread.
 
 NOTE [ Batch parts ]
 NumPy's OpenBLAS parallelises inside each GEMM. For a batch of small products (one
@@ -17,6 +17,24 @@ makes its own helper threads.
 Example:
     >>> in_parts(4, 0, lambda lo, hi: (lo, hi))  # too small to split: one part
     [(0, 4)]
+
+NOTE [ Products in parts of their rows ]
+A large product with one matrix operand (linear's forward through ``Gemm``, its gradients
+through ``matmul``) runs in parts too: ``rows_in_parts`` splits its output's rows into one
+contiguous part per BLAS thread, each a single-threaded BLAS call on that part's rows of the
+left operand, so that every large product and every kernel of an op in parts (NOTE [ Row
+parts ] in ops/nn.py) runs on the one pool of ``in_parts``. Left to its own threads,
+OpenBLAS wakes them for each product, and after it they spin, waiting for the next one
+(``OPENBLAS_THREAD_TIMEOUT``, by default some 2**28 cycles): on two cores they took a core
+from the kernels' parts and from the NumPy work between the products, and in a W2 step
+(the transformer of benchmarks/workloads.py) OpenBLAS's threads burnt about as many CPU
+seconds as memgrad's own (3.7 CPU seconds per step against 1.5 in parts, on a loaded
+machine). The inner dimension is not split and the parts start at multiples of
+``ROW_ALIGN`` rows, so each element is computed as single-threaded BLAS computes it in the
+whole product: the values do not depend on the split (for some shapes they differ in the
+last bits from OpenBLAS's own two-thread split, as they already differ between one and two
+BLAS threads). Without the per-thread count, the product runs whole on the calling thread,
+on BLAS's own threads.
 
 NOTE [ Accumulating GEMM ]
 ``Gemm(a, b, c)`` computes ``c = a @ b + beta * c`` for 2-D float32 or float64 views whose
@@ -71,8 +89,12 @@ def _openblas_symbol(*names: str) -> Any:
 
 def _find_set_local() -> Any:
     """``openblas_set_num_threads_local`` of NumPy's bundled OpenBLAS (the calling thread's
-    BLAS thread count, returning the previous one), or None."""
-    fn = _openblas_symbol("openblas_set_num_threads_local")
+    BLAS thread count, returning the previous one), or None. scipy-openblas 0.3.27 to 0.3.31
+    export it without their ``scipy_`` prefix and ``64_`` suffix; the prefixed spellings
+    are taken too."""
+    fn = _openblas_symbol("openblas_set_num_threads_local",
+                          "scipy_openblas_set_num_threads_local64_",
+                          "scipy_openblas_set_num_threads_local")
     if fn is not None:
         fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
     return fn
