@@ -5,6 +5,7 @@ through OpenBLAS and without it."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import threading
 
 import numpy as np
@@ -372,3 +373,38 @@ def test_linear_in_parts_with_numpys_openblas():
     np.testing.assert_allclose(wt.grad.numpy(), g.T.astype(np.float64) @ a64, rtol=1e-4,
                                atol=1e-3)
     assert set_local(before) == before  # the calling thread's count is as it was
+
+
+def _linear_and_grad(a, w):
+    x = mg.tensor(a, requires_grad=True)
+    out = mg.nn.functional.linear(x, mg.tensor(w))
+    out.sum().backward()
+    return out.numpy(), x.grad.numpy()
+
+
+def _linear_in_child(queue, a, w):
+    queue.put(_linear_and_grad(a, w))
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
+def test_products_in_parts_in_a_forked_child():
+    """A child forked after the parent's products in parts started the helper threads makes
+    its own, and its values are the parent's (NumPy's own OpenBLAS, when it has the
+    per-thread count)."""
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((512, 128)).astype(np.float32)
+    w = rng.standard_normal((256, 128)).astype(np.float32)
+    want = _linear_and_grad(a, w)
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_linear_in_child, args=(queue, a, w))
+    proc.start()
+    try:
+        got = queue.get(timeout=120)
+    finally:
+        proc.join(timeout=30)
+        if proc.is_alive():  # pragma: no cover - the hang this test guards against
+            proc.kill()
+    assert proc.exitcode == 0
+    for g, v in zip(got, want):
+        np.testing.assert_array_equal(g, v)
