@@ -144,6 +144,22 @@ def _one_blas_thread(set_local: Any, box: list, lo: int, hi: int) -> Any:
         set_local(prev)
 
 
+def _submit(pool: ThreadPoolExecutor, calls: list) -> list:
+    """The futures of ``_one_blas_thread(*args)`` for each ``args`` of ``calls``, run by
+    ``pool``. The pool starts its threads in ``submit``; an interrupt (Ctrl-C) while one
+    starts leaves that thread unknown to the exit hook that stops the pool's threads, and
+    the interpreter would wait for it at exit forever: that pool is shut down instead (its
+    threads end after the work queued), and the next op makes a new one."""
+    try:
+        return [pool.submit(_one_blas_thread, *args) for args in calls]
+    except BaseException:
+        with Parts.lock:
+            if Parts.pool is pool:
+                Parts.pool, Parts.size = None, 0
+        pool.shutdown(wait=False)
+        raise
+
+
 def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
     """``[work(lo, hi), ...]`` over contiguous parts of the batch ``range(n)``: one part per
     BLAS thread, each on its own thread with single-threaded BLAS, or ``[work(0, n)]`` when
@@ -165,8 +181,8 @@ def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
                 Parts.size = k - 1
             pool = Parts.pool
         ends = [n * i // k for i in range(k + 1)]
-        futures = [pool.submit(_one_blas_thread, set_local, [work], ends[i], ends[i + 1])
-                   for i in range(1, k)]
+        futures = _submit(pool, [(set_local, [work], ends[i], ends[i + 1])
+                                 for i in range(1, k)])
         try:
             first = work(0, ends[1])
         finally:

@@ -408,3 +408,26 @@ def test_products_in_parts_in_a_forked_child():
     assert proc.exitcode == 0
     for g, v in zip(got, want):
         np.testing.assert_array_equal(g, v)
+
+
+def test_an_interrupt_while_the_pool_starts_a_thread_leaves_no_thread_behind(two_threads,
+                                                                            monkeypatch):
+    # Ctrl-C in Thread.start's wait for the new thread: the thread runs but the exit hook
+    # that stops the pool's threads does not know it, so the pool is shut down at once (else
+    # the interpreter waits for the thread at exit forever)
+    started = []
+    real_start = threading.Thread.start
+
+    def start(self):
+        real_start(self)
+        started.append(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(KeyboardInterrupt):
+        parts_mod.in_parts(4, 0, lambda lo, hi: hi - lo)
+    monkeypatch.setattr(threading.Thread, "start", real_start)
+    assert len(started) == 1 and parts_mod.Parts.pool is None
+    started[0].join(timeout=60)
+    assert not started[0].is_alive()
+    assert parts_mod.in_parts(4, 0, lambda lo, hi: hi - lo) == [2, 2]  # a new pool
