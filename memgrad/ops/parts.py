@@ -1,4 +1,4 @@
-"""Running an op in parts of its batch, one part per BLAS thread.
+"""Running an op in parts of its batch or of its rows, one part per BLAS thread.
 
 NOTE [ Batch parts ]
 NumPy's OpenBLAS parallelises inside each GEMM. For a batch of small products (one
@@ -17,6 +17,24 @@ makes its own helper threads.
 Example:
     >>> in_parts(4, 0, lambda lo, hi: (lo, hi))  # too small to split: one part
     [(0, 4)]
+
+NOTE [ Products in parts of their rows ]
+A large product with one matrix operand (linear's forward through ``Gemm``, its gradients
+through ``matmul``) runs in parts too: ``rows_in_parts`` splits its output's rows into one
+contiguous part per BLAS thread, each a single-threaded BLAS call on that part's rows of the
+left operand, so that every large product and every kernel of an op in parts (NOTE [ Row
+parts ] in ops/nn.py) runs on the one pool of ``in_parts``. Left to its own threads,
+OpenBLAS wakes them for each product, and after it they spin, waiting for the next one
+(``OPENBLAS_THREAD_TIMEOUT``, by default some 2**28 cycles): on two cores they took a core
+from the kernels' parts and from the NumPy work between the products, and in a W2 step
+(the transformer of benchmarks/workloads.py) OpenBLAS's threads burnt about as many CPU
+seconds as memgrad's own (3.7 CPU seconds per step against 1.5 in parts, on a loaded
+machine). The inner dimension is not split and the parts start at multiples of
+``ROW_ALIGN`` rows, so each element is computed as single-threaded BLAS computes it in the
+whole product: the values do not depend on the split (for some shapes they differ in the
+last bits from OpenBLAS's own two-thread split, as they already differ between one and two
+BLAS threads). Without the per-thread count, the product runs whole on the calling thread,
+on BLAS's own threads.
 
 NOTE [ Accumulating GEMM ]
 ``Gemm(a, b, c)`` computes ``c = a @ b + beta * c`` for 2-D float32 or float64 views whose
@@ -44,11 +62,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PARTS_MIN_MACS", "Parts", "in_parts", "Gemm"]
+__all__ = ["PARTS_MIN_MACS", "ROW_ALIGN", "Parts", "in_parts", "rows_in_parts", "Gemm"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
 PARTS_MIN_MACS = 1 << 23
+# the parts of a product's rows (rows_in_parts) start at multiples of this: a multiple of
+# OpenBLAS's row unrolling, so that each part is tiled as that part of the whole product
+ROW_ALIGN = 16
 
 
 def _openblas_symbol(*names: str) -> Any:
@@ -68,8 +89,12 @@ def _openblas_symbol(*names: str) -> Any:
 
 def _find_set_local() -> Any:
     """``openblas_set_num_threads_local`` of NumPy's bundled OpenBLAS (the calling thread's
-    BLAS thread count, returning the previous one), or None."""
-    fn = _openblas_symbol("openblas_set_num_threads_local")
+    BLAS thread count, returning the previous one), or None. scipy-openblas 0.3.27 to 0.3.31
+    export it without their ``scipy_`` prefix and ``64_`` suffix; the prefixed spellings
+    are taken too."""
+    fn = _openblas_symbol("openblas_set_num_threads_local",
+                          "scipy_openblas_set_num_threads_local64_",
+                          "scipy_openblas_set_num_threads_local")
     if fn is not None:
         fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
     return fn
@@ -119,6 +144,22 @@ def _one_blas_thread(set_local: Any, box: list, lo: int, hi: int) -> Any:
         set_local(prev)
 
 
+def _submit(pool: ThreadPoolExecutor, calls: list) -> list:
+    """The futures of ``_one_blas_thread(*args)`` for each ``args`` of ``calls``, run by
+    ``pool``. The pool starts its threads in ``submit``; an interrupt (Ctrl-C) while one
+    starts leaves that thread unknown to the exit hook that stops the pool's threads, and
+    the interpreter would wait for it at exit forever: that pool is shut down instead (its
+    threads end after the work queued), and the next op makes a new one."""
+    try:
+        return [pool.submit(_one_blas_thread, *args) for args in calls]
+    except BaseException:
+        with Parts.lock:
+            if Parts.pool is pool:
+                Parts.pool, Parts.size = None, 0
+        pool.shutdown(wait=False)
+        raise
+
+
 def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
     """``[work(lo, hi), ...]`` over contiguous parts of the batch ``range(n)``: one part per
     BLAS thread, each on its own thread with single-threaded BLAS, or ``[work(0, n)]`` when
@@ -140,8 +181,8 @@ def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
                 Parts.size = k - 1
             pool = Parts.pool
         ends = [n * i // k for i in range(k + 1)]
-        futures = [pool.submit(_one_blas_thread, set_local, [work], ends[i], ends[i + 1])
-                   for i in range(1, k)]
+        futures = _submit(pool, [(set_local, [work], ends[i], ends[i + 1])
+                                 for i in range(1, k)])
         try:
             first = work(0, ends[1])
         finally:
@@ -149,6 +190,19 @@ def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
         return [first, *rest]
     finally:
         set_local(threads)
+
+
+def rows_in_parts(rows: int, macs: int, work: Callable[[int, int], Any]) -> None:
+    """``work(lo, hi)`` over contiguous parts of ``range(rows)``, a product's rows, as
+    ``in_parts`` runs them (NOTE [ Products in parts of their rows ]): each part's bounds are
+    multiples of ``ROW_ALIGN``; ``macs`` is the whole product's multiply-adds.
+
+    Example:
+        >>> rows_in_parts(40, 0, lambda lo, hi: print(lo, hi))  # too small to split: one part
+        0 40
+    """
+    blocks = -(-rows // ROW_ALIGN)
+    in_parts(blocks, macs, lambda lo, hi: work(lo * ROW_ALIGN, min(rows, hi * ROW_ALIGN)))
 
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
@@ -183,7 +237,7 @@ class Gemm:
                [4., 4., 3., 3.]])
     """
 
-    __slots__ = ("fn", "head", "ptrs", "lds", "views", "bounds")
+    __slots__ = ("fn", "head", "ptrs", "lds", "row_bytes", "views", "bounds")
 
     def __init__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         if Parts.gemms is None:
@@ -204,6 +258,7 @@ class Gemm:
         self.head = (_ROW_MAJOR, ta, tb, m, n, k, 1.0)
         self.ptrs = (a.ctypes.data, b.ctypes.data, c.ctypes.data)
         self.lds = (lda, ldb, ldc)
+        self.row_bytes = (a.strides[0], c.strides[0])  # from one row of a and c to the next
         self.views = (a, b, c)  # kept alive for the pointers
 
     @property
@@ -223,7 +278,18 @@ class Gemm:
         if self.fn is not None:
             pa, pb, pc = self.ptrs
             lda, ldb, ldc = self.lds
-            self.fn(*self.head, pa + da, lda, pb + db, ldb, beta, pc + dc, ldc)
+            order, ta, tb, m, n, k, alpha = self.head
+            if m * n * k < PARTS_MIN_MACS:
+                self.fn(order, ta, tb, m, n, k, alpha, pa + da, lda, pb + db, ldb, beta,
+                        pc + dc, ldc)
+                return
+            fn, (sa, sc) = self.fn, self.row_bytes
+
+            def work(lo: int, hi: int) -> None:
+                fn(order, ta, tb, hi - lo, n, k, alpha, pa + da + lo * sa, lda, pb + db, ldb,
+                   beta, pc + dc + lo * sc, ldc)
+
+            rows_in_parts(m, m * n * k, work)
             return
         a, b, c = (_shifted(v, d) for v, d in zip(self.views, (da, db, dc)))
         if beta == 0:

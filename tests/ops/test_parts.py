@@ -5,6 +5,7 @@ through OpenBLAS and without it."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import threading
 
 import numpy as np
@@ -277,3 +278,156 @@ def test_relu_backward_in_parts_equals_one_kernel_call(two_threads):
     np.testing.assert_array_equal(t.grad.numpy().reshape(-1), want)
     helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
     assert helpers, "no part ran on a helper thread"
+
+
+# ---------------------------------------------------------------------------- row parts
+
+def test_row_parts_start_at_multiples_of_the_row_alignment(two_threads, monkeypatch):
+    seen = []
+    parts_mod.rows_in_parts(40, 0, lambda lo, hi: seen.append((lo, hi)))
+    assert sorted(seen) == [(0, 16), (16, 40)]  # three blocks of 16 rows in two parts
+    seen.clear()
+    parts_mod.rows_in_parts(16, 0, lambda lo, hi: seen.append((lo, hi)))
+    assert seen == [(0, 16)]  # one block: no split
+    monkeypatch.setattr(parts_mod.Parts, "set_local", None)  # no per-thread count
+    seen.clear()
+    parts_mod.rows_in_parts(40, 0, lambda lo, hi: seen.append((lo, hi)))
+    assert seen == [(0, 40)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["rows", "transposed", "strided", "batch"])
+def test_products_with_a_matrix_in_parts_of_rows_equal_numpy(two_threads, dtype, layout):
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((3, 20, 7) if layout == "batch" else (60, 7)).astype(dtype)
+    if layout == "transposed":  # as linear's weight gradient, g.mT @ x
+        a = np.ascontiguousarray(a.T).T
+    elif layout == "strided":  # rows of a wider array
+        a = rng.standard_normal((60, 2, 7)).astype(dtype)[:, 1]
+    b = rng.standard_normal((5, 7)).astype(dtype).T  # a transposed weight, as linear's
+    x, y = mg.tensor(a, requires_grad=True), mg.tensor(b, requires_grad=True)
+    out = x @ y
+    np.testing.assert_array_equal(out.numpy(), np.matmul(a, b))
+    g = rng.standard_normal(out.shape).astype(dtype)
+    out.backward(mg.tensor(g))
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(x.grad.numpy(), g @ b.T, rtol=tol, atol=tol)
+    np.testing.assert_allclose(y.grad.numpy(), (a.reshape(-1, 7).T @ g.reshape(-1, 5)),
+                               rtol=tol, atol=tol)
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+
+
+def test_other_products_with_a_matrix_stay_whole(two_threads):
+    rng = np.random.default_rng(10)
+    ints = rng.integers(-5, 5, (40, 6))
+    np.testing.assert_array_equal((mg.tensor(ints) @ mg.tensor(ints.T)).numpy(), ints @ ints.T)
+    mixed = (mg.tensor(ints.astype(np.float32)) @ mg.tensor(ints.T.astype(np.float64))).numpy()
+    assert mixed.dtype == np.float64
+    np.testing.assert_array_equal(mixed, ints @ ints.T)
+    heads = rng.standard_normal((2, 40, 3, 6)).swapaxes(1, 2)  # its rows do not flatten
+    w = rng.standard_normal((6, 4))
+    np.testing.assert_array_equal((mg.tensor(heads) @ mg.tensor(w)).numpy(), heads @ w)
+    assert not {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+def test_gemm_in_parts_of_rows_at_offsets(two_threads, gemm_backend, dtype, beta):
+    rng = np.random.default_rng(11)
+    base_a = rng.standard_normal((2, 9, 40)).astype(dtype)  # used transposed: a's rows strided
+    b = rng.standard_normal((6, 5)).astype(dtype)
+    c0 = rng.standard_normal((2, 40, 5)).astype(dtype)
+    c = c0.copy()
+    if beta == 0:
+        c[1] = np.nan
+    product = parts_mod.Gemm(base_a[0, :6].T, b, c[0])
+    product(base_a.strides[0] + 3 * base_a.strides[1], 0, c.strides[0], beta)
+    want = base_a[1, 3:9].T @ b + (beta * c0[1] if beta else 0)
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(c[1], want, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(c[0], c0[0])  # the other block untouched
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert bool(helpers) == (gemm_backend == "cblas")  # NumPy's fallback runs whole
+
+
+def test_linear_in_parts_with_numpys_openblas():
+    # the real per-thread count (when NumPy's OpenBLAS has it), products large enough to
+    # split: values and gradients as NumPy's, and the calling thread's count restored
+    set_local = parts_mod._find_set_local()
+    if set_local is None:
+        pytest.skip("NumPy's BLAS has no openblas_set_num_threads_local")
+    before = set_local(1)
+    set_local(before)
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((512, 128)).astype(np.float32)
+    w = (rng.standard_normal((256, 128)) / 8).astype(np.float32)
+    bias = rng.standard_normal(256).astype(np.float32)
+    x, wt, bt = (mg.tensor(v, requires_grad=True) for v in (a, w, bias))
+    out = mg.nn.functional.linear(x, wt, bt)
+    a64, w64 = a.astype(np.float64), w.astype(np.float64)
+    np.testing.assert_allclose(out.numpy(), a64 @ w64.T + bias, rtol=1e-4, atol=1e-4)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    out.backward(mg.tensor(g))
+    np.testing.assert_allclose(x.grad.numpy(), g @ w64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(wt.grad.numpy(), g.T.astype(np.float64) @ a64, rtol=1e-4,
+                               atol=1e-3)
+    assert set_local(before) == before  # the calling thread's count is as it was
+
+
+def _linear_and_grad(a, w):
+    x = mg.tensor(a, requires_grad=True)
+    out = mg.nn.functional.linear(x, mg.tensor(w))
+    out.sum().backward()
+    return out.numpy(), x.grad.numpy()
+
+
+def _linear_in_child(queue, a, w):
+    queue.put(_linear_and_grad(a, w))
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
+def test_products_in_parts_in_a_forked_child():
+    """A child forked after the parent's products in parts started the helper threads makes
+    its own, and its values are the parent's (NumPy's own OpenBLAS, when it has the
+    per-thread count)."""
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((512, 128)).astype(np.float32)
+    w = rng.standard_normal((256, 128)).astype(np.float32)
+    want = _linear_and_grad(a, w)
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_linear_in_child, args=(queue, a, w))
+    proc.start()
+    try:
+        got = queue.get(timeout=120)
+    finally:
+        proc.join(timeout=30)
+        if proc.is_alive():  # pragma: no cover - the hang this test guards against
+            proc.kill()
+    assert proc.exitcode == 0
+    for g, v in zip(got, want):
+        np.testing.assert_array_equal(g, v)
+
+
+def test_an_interrupt_while_the_pool_starts_a_thread_leaves_no_thread_behind(two_threads,
+                                                                            monkeypatch):
+    # Ctrl-C in Thread.start's wait for the new thread: the thread runs but the exit hook
+    # that stops the pool's threads does not know it, so the pool is shut down at once (else
+    # the interpreter waits for the thread at exit forever)
+    started = []
+    real_start = threading.Thread.start
+
+    def start(self):
+        real_start(self)
+        started.append(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(KeyboardInterrupt):
+        parts_mod.in_parts(4, 0, lambda lo, hi: hi - lo)
+    monkeypatch.setattr(threading.Thread, "start", real_start)
+    assert len(started) == 1 and parts_mod.Parts.pool is None
+    started[0].join(timeout=60)
+    assert not started[0].is_alive()
+    assert parts_mod.in_parts(4, 0, lambda lo, hi: hi - lo) == [2, 2]  # a new pool
