@@ -643,9 +643,8 @@ def _sinks(node: Node) -> dict[int, Tensor]:
 
 def _dependencies(roots: list[Node]) -> dict[Node, int]:
     """How many edges reach each node below the roots (a root reached from another root
-    too is counted; it is walked once)."""
-    deps: dict[Node, int] = {}
-    top = set(roots)
+    too is counted; it is walked once). Every root is a key, at 0 if no edge reaches it."""
+    deps: dict[Node, int] = dict.fromkeys(roots, 0)
     stack = list(roots)
     push, pop = stack.append, stack.pop
     while stack:
@@ -656,8 +655,7 @@ def _dependencies(roots: list[Node]) -> dict[Node, int]:
                 deps[child] += 1
             else:
                 deps[child] = 1
-                if child not in top:
-                    push(child)
+                push(child)
     return deps
 
 
