@@ -238,6 +238,7 @@ class _Running(threading.local):
 
 _running = _Running()
 _tiebreak = itertools.count()
+_POSITIONS = range(sys.maxsize)
 
 
 # ---------------------------------------------------------------------------- one call
@@ -327,16 +328,11 @@ class Backward:
         direct = self.direct
         free = not self.keep_graph
         release_from = self.release_from
-        push = heapq.heappush
         node = None
         while True:
             if node is None:
-                node = self.nxt
-                if node is not None:
-                    self.nxt = None
-                elif ready:
-                    node = heapq.heappop(ready)[2]
-                else:
+                node = self._next()
+                if node is None:
                     break
             buf = buffers.pop(node, None)
             if (not usual or buf is None or node._hooks is not None
@@ -348,14 +344,19 @@ class Backward:
                 out = _apply_with_sinks(node, buf, self.sunk)
             else:
                 out = node.apply(buf)
-            out = _checked(node, out)
+            edges = node.next_functions
+            if len(out) != len(edges):
+                _validate(node, out)  # raises
             if free and node._sequence_nr >= release_from:
                 node.release()
             nxt = None  # a chain-shaped graph never touches the heap
-            for (child, nr), g in zip(node.next_functions, out):
-                if child is None:  # (no captures here: every child gets gradients)
+            # (no captures here: every child gets gradients, checked as _checked does)
+            for (child, nr), g, m, i in zip(edges, out, node._input_meta, _POSITIONS):
+                if child is None:
                     continue
                 if g is not None:
+                    if g.__class__ is not Tensor or (g._data.shape, g._data.dtype) != m:
+                        g = _validate(node, out)[i]
                     cbuf = buffers.get(child)
                     if cbuf is None:
                         cbuf = buffers[child] = [None] * child.num_outputs
@@ -368,14 +369,17 @@ class Backward:
                     if nxt is None and not ready:
                         nxt = child
                     else:
-                        if nxt is not None:
-                            push(ready, (-nxt._sequence_nr, next(_tiebreak), nxt))
-                            nxt = None
-                        push(ready, (-child._sequence_nr, next(_tiebreak), child))
+                        nxt = _queue(ready, nxt, child)
             # no gradient stays referenced from here while the next node runs (a step's
             # peak would hold one more)
             buf = out = g = cbuf = None
             node = nxt
+
+    def _next(self) -> Node | None:
+        node, self.nxt = self.nxt, None
+        if node is None and self.ready:
+            node = heapq.heappop(self.ready)[2]
+        return node
 
     def run_node(self, node: Node, buf: list | None) -> None:
         """Run one ready node whose gradients ``buf`` were taken from the buffers: its
@@ -435,10 +439,8 @@ class Backward:
                     self._push(child)
 
     def _push(self, node: Node) -> None:
-        if self.nxt is not None:
-            heapq.heappush(self.ready, (-self.nxt._sequence_nr, next(_tiebreak), self.nxt))
-            self.nxt = None
-        heapq.heappush(self.ready, (-node._sequence_nr, next(_tiebreak), node))
+        _queue(self.ready, self.nxt, node)
+        self.nxt = None
 
     def _before(self, node: Node, buf: list) -> None:
         """Tensor hooks (and retain_grad) on the gradients reaching ``node``, then the
@@ -469,6 +471,13 @@ class Backward:
 
 
 # ---------------------------------------------------------------------------- pieces
+
+
+def _queue(ready: list, nxt: Node | None, node: Node) -> None:
+    """Push ``nxt`` (if any) and ``node`` on the heap of ready nodes."""
+    if nxt is not None:
+        heapq.heappush(ready, (-nxt._sequence_nr, next(_tiebreak), nxt))
+    heapq.heappush(ready, (-node._sequence_nr, next(_tiebreak), node))
 
 
 def _as_tuple(x: Any) -> tuple:
@@ -634,9 +643,8 @@ def _sinks(node: Node) -> dict[int, Tensor]:
 
 def _dependencies(roots: list[Node]) -> dict[Node, int]:
     """How many edges reach each node below the roots (a root reached from another root
-    too is counted; it is walked once)."""
-    deps: dict[Node, int] = {}
-    top = set(roots)
+    too is counted; it is walked once). Every root is a key, at 0 if no edge reaches it."""
+    deps: dict[Node, int] = dict.fromkeys(roots, 0)
     stack = list(roots)
     push, pop = stack.append, stack.pop
     while stack:
@@ -647,8 +655,7 @@ def _dependencies(roots: list[Node]) -> dict[Node, int]:
                 deps[child] += 1
             else:
                 deps[child] = 1
-                if child not in top:
-                    push(child)
+                push(child)
     return deps
 
 

@@ -27,9 +27,7 @@ class _State(threading.local):
     plain = True
     # the message of an active graph.disable_saved_tensors_hooks, else None
     hooks_disabled: str | None = None
-    # a view's graph is being refreshed (graph.refresh_view): its replayed view ops belong to
-    # no checkpoint region, which would number them in one run and not in the other
-    refreshing = False
+    refreshing = False  # graph.refresh_view is replaying a view's ops (no checkpoint op)
 
 
 state = _State()

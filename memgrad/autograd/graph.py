@@ -200,11 +200,9 @@ def accumulator(t: Any) -> AccumulateGrad:
 
 
 def refresh_view(t: Any) -> None:
-    """Give view ``t`` the graph of its base as the base is now (NOTE [ Views and in-place
-    ops ] in ops/inplace.py): the view ops from the base are replayed in grad mode, which
-    makes new nodes over the base's current ``grad_fn`` and leaves the data as it is. The
-    replay is no op of a checkpoint region (``state.refreshing``): whether a view is stale
-    when a region reads it depends on what ran before the region, not on the region."""
+    """Give view ``t`` its base's current graph (NOTE [ Views and in-place ops ] in
+    ops/inplace.py): its view ops are replayed on the base in grad mode (new nodes, the same
+    data), which no checkpoint region counts (``state.refreshing``: one pass may not)."""
     r = t._base
     prev, refreshing = state.grad_enabled, state.refreshing
     state.grad_enabled = state.refreshing = True

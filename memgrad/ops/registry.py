@@ -418,8 +418,8 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
         if isinstance(a, Tensor):
             tensors |= bit
             d = a._data
-            m = _METAS.get(d.shape)  # the dtype by identity: hashing a dtype is slow
-            meta.append(m[1] if m is not None and m[0] is d.dtype else _meta(d))
+            dt, m = _METAS.get(d.shape, _NO_META)  # the dtype by identity: hashing one is slow
+            meta.append(m if dt is d.dtype else _meta(d))
             if a._requires_grad:
                 mask |= bit
                 fn = a.grad_fn
@@ -482,6 +482,7 @@ def _meta(d: np.ndarray) -> Meta:
 
 
 _NO_EDGE = (None, 0)
+_NO_META = (None, None)
 
 
 def _make_view(out: Tensor, base: Tensor, prim: Primitive, params: dict) -> None:
