@@ -39,30 +39,8 @@ def matmul(x, y):
     if x.ndim >= 3 and x.shape[:-2] == y.shape[:-2]:
         return _batched(x, y)
     if y.ndim == 2 and x.ndim >= 2:
-        return _rows(x, y)
+        return parts.rows_product(x, y)
     return np.matmul(x, y)
-
-
-_BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``x @ y`` for a matrix ``y``: large enough, in parts of ``x``'s rows on every core
-    (NOTE [ Products in parts of their rows ] in ops/parts.py), as linear's gradients."""
-    k, n = y.shape
-    rows = math.prod(x.shape[:-1])
-    if rows * k * n < parts.PARTS_MIN_MACS or x.dtype != y.dtype \
-            or x.dtype not in _BLAS_DTYPES or not (x.ndim == 2 or x.flags.c_contiguous):
-        return np.matmul(x, y)
-    x2 = x.reshape(rows, k)  # a view: x is a matrix or C-contiguous
-    out = np.empty(x.shape[:-1] + (n,), x.dtype)
-    out2 = out.reshape(rows, n)
-
-    def work(lo: int, hi: int) -> None:
-        np.matmul(x2[lo:hi], y, out=out2[lo:hi])
-
-    parts.rows_in_parts(rows, rows * k * n, work)
-    return out
 
 
 def _batched(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -71,8 +49,10 @@ def _batched(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     b = math.prod(x.shape[:-2])
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
     macs = b * m * k * n
-    if b < 2 or macs < parts.PARTS_MIN_MACS:
+    if b < 2:
         return np.matmul(x, y)
+    if macs < parts.PARTS_MIN_MACS:
+        return parts.on_one_blas_thread(macs, np.matmul, x, y)
     out = np.empty(x.shape[:-2] + (m, n), dtype=np.result_type(x, y))
     if x.shape[0] >= 8:
         # parts of the first batch dimension: slices of strided operands (attention's

@@ -124,7 +124,7 @@ def _linear(x, weight, bias):
         if product.blas:
             product(0, 0, 0, 1.0)
             return out.reshape(x.shape[:-1] + (weight.shape[0],))
-    out = np.matmul(x2, weight.T)
+    out = parts.rows_product(x2, weight.T)
     if bias is not None:
         if bias.dtype == out.dtype:
             out += bias
@@ -183,7 +183,7 @@ def linear_input_grad(g, weight):
     if weight.ndim != 2 or g.ndim == 0 or g.shape[-1] != weight.shape[0]:
         raise ValueError(f"expected g (..., {weight.shape[0] if weight.ndim == 2 else 'n'}) and "
                          f"a 2-D weight, got shapes {g.shape} and {weight.shape}")
-    return (_flat(g) @ weight).reshape(g.shape[:-1] + weight.shape[1:])
+    return parts.rows_product(_flat(g), weight).reshape(g.shape[:-1] + weight.shape[1:])
 
 
 @linear_input_grad.vjp
@@ -207,7 +207,7 @@ def linear_weight_grad(g, x):
     if g.ndim == 0 or x.ndim == 0 or g.shape[:-1] != x.shape[:-1]:
         raise ValueError(f"expected g (..., out) and x (..., in) with the same leading dims, "
                          f"got shapes {g.shape} and {x.shape}")
-    return _flat(g).T @ _flat(x)
+    return parts.rows_product(_flat(g).T, _flat(x))
 
 
 @linear_weight_grad.vjp
@@ -225,8 +225,12 @@ def _add_product(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
             product(0, 0, 0, 1.0)
             return
     rows = max(1, ADD_BLOCK_BYTES // max(1, b.shape[1] * c.itemsize))
-    for r in range(0, c.shape[0], rows):
-        c[r : r + rows] += a[r : r + rows] @ b
+
+    def blocks() -> None:
+        for r in range(0, c.shape[0], rows):
+            c[r : r + rows] += a[r : r + rows] @ b
+
+    parts.on_one_blas_thread(c.size * a.shape[1], blocks)
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -33,8 +33,11 @@ machine). The inner dimension is not split and the parts start at multiples of
 ``ROW_ALIGN`` rows, so each element is computed as single-threaded BLAS computes it in the
 whole product: the values do not depend on the split (for some shapes they differ in the
 last bits from OpenBLAS's own two-thread split, as they already differ between one and two
-BLAS threads). Without the per-thread count, the product runs whole on the calling thread,
-on BLAS's own threads.
+BLAS threads). A product too small for parts but large enough for OpenBLAS to thread it
+(``BLAS_MIN_MACS``) runs whole on the calling thread with one BLAS thread
+(``on_one_blas_thread``), so OpenBLAS's threads do not wake for it either: a small model's
+step then takes one core where it took two. Without the per-thread count, the product runs
+whole on the calling thread, on BLAS's own threads.
 
 NOTE [ Accumulating GEMM ]
 ``Gemm(a, b, c)`` computes ``c = a @ b + beta * c`` for 2-D float32 or float64 views whose
@@ -54,6 +57,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -62,11 +66,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PARTS_MIN_MACS", "ROW_ALIGN", "Parts", "in_parts", "rows_in_parts", "Gemm"]
+__all__ = ["PARTS_MIN_MACS", "BLAS_MIN_MACS", "ROW_ALIGN", "Parts", "in_parts",
+           "on_one_blas_thread", "rows_in_parts", "rows_product", "Gemm"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
 PARTS_MIN_MACS = 1 << 23
+# multiply-adds from which OpenBLAS runs a product on its own threads (65536 times its
+# GEMM_MULTITHREAD_THRESHOLD of 4); an op between this and PARTS_MIN_MACS runs on the calling
+# thread with one BLAS thread, so that those threads never wake
+BLAS_MIN_MACS = 1 << 18
 # the parts of a product's rows (rows_in_parts) start at multiples of this: a multiple of
 # OpenBLAS's row unrolling, so that each part is tiled as that part of the whole product
 ROW_ALIGN = 16
@@ -90,11 +99,8 @@ def _openblas_symbol(*names: str) -> Any:
 def _find_set_local() -> Any:
     """``openblas_set_num_threads_local`` of NumPy's bundled OpenBLAS (the calling thread's
     BLAS thread count, returning the previous one), or None. scipy-openblas 0.3.27 to 0.3.31
-    export it without their ``scipy_`` prefix and ``64_`` suffix; the prefixed spellings
-    are taken too."""
-    fn = _openblas_symbol("openblas_set_num_threads_local",
-                          "scipy_openblas_set_num_threads_local64_",
-                          "scipy_openblas_set_num_threads_local")
+    export it without their ``scipy_`` prefix and ``64_`` suffix."""
+    fn = _openblas_symbol("openblas_set_num_threads_local")
     if fn is not None:
         fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
     return fn
@@ -160,14 +166,37 @@ def _submit(pool: ThreadPoolExecutor, calls: list) -> list:
         raise
 
 
+def _set_local() -> Any:
+    if Parts.set_local is False:
+        Parts.set_local = _find_set_local()
+    return Parts.set_local
+
+
+def on_one_blas_thread(macs: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, a product of ``macs`` multiply-adds too few for parts, with the calling
+    thread's BLAS on one thread where OpenBLAS would run it on its own threads (NOTE [
+    Products in parts of their rows ]).
+
+    Example:
+        >>> on_one_blas_thread(6, max, 2, 3)
+        3
+    """
+    set_local = _set_local()
+    if set_local is None or macs < BLAS_MIN_MACS:
+        return fn(*args)
+    prev = set_local(1)
+    try:
+        return fn(*args)
+    finally:
+        set_local(prev)
+
+
 def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
     """``[work(lo, hi), ...]`` over contiguous parts of the batch ``range(n)``: one part per
     BLAS thread, each on its own thread with single-threaded BLAS, or ``[work(0, n)]`` when
     NumPy's BLAS runs one thread here or offers no per-thread count, or the op's ``macs``
     multiply-adds are too few to pay for the hand-off (NOTE [ Batch parts ])."""
-    if Parts.set_local is False:
-        Parts.set_local = _find_set_local()
-    set_local = Parts.set_local
+    set_local = _set_local()
     if set_local is None or n < 2 or macs < PARTS_MIN_MACS:
         return [work(0, n)]
     threads = set_local(1)
@@ -201,8 +230,39 @@ def rows_in_parts(rows: int, macs: int, work: Callable[[int, int], Any]) -> None
         >>> rows_in_parts(40, 0, lambda lo, hi: print(lo, hi))  # too small to split: one part
         0 40
     """
+    if macs < PARTS_MIN_MACS:
+        on_one_blas_thread(macs, work, 0, rows)
+        return
     blocks = -(-rows // ROW_ALIGN)
     in_parts(blocks, macs, lambda lo, hi: work(lo * ROW_ALIGN, min(rows, hi * ROW_ALIGN)))
+
+
+_BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def rows_product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x @ y`` for a matrix ``y``, as ``np.matmul``: large enough, in parts of ``x``'s rows
+    on every core, else with one BLAS thread (NOTE [ Products in parts of their rows ]), as
+    linear's products and their gradients.
+
+    Example:
+        >>> rows_product(np.ones((2, 3)), np.ones((3, 1))).ravel().tolist()
+        [3.0, 3.0]
+    """
+    k, n = y.shape
+    rows = math.prod(x.shape[:-1])
+    if rows * k * n < BLAS_MIN_MACS or x.dtype != y.dtype or x.dtype not in _BLAS_DTYPES \
+            or not (x.ndim == 2 or x.flags.c_contiguous):
+        return np.matmul(x, y)
+    x2 = x.reshape(rows, k)  # a view: x is a matrix or C-contiguous
+    out = np.empty(x.shape[:-1] + (n,), x.dtype)
+    out2 = out.reshape(rows, n)
+
+    def work(lo: int, hi: int) -> None:
+        np.matmul(x2[lo:hi], y, out=out2[lo:hi])
+
+    rows_in_parts(rows, rows * k * n, work)
+    return out
 
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
@@ -279,7 +339,7 @@ class Gemm:
             pa, pb, pc = self.ptrs
             lda, ldb, ldc = self.lds
             order, ta, tb, m, n, k, alpha = self.head
-            if m * n * k < PARTS_MIN_MACS:
+            if m * n * k < BLAS_MIN_MACS:
                 self.fn(order, ta, tb, m, n, k, alpha, pa + da, lda, pb + db, ldb, beta,
                         pc + dc, ldc)
                 return

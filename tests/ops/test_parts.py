@@ -35,6 +35,7 @@ def two_threads(monkeypatch):
     monkeypatch.setattr(parts_mod.Parts, "pool", None)
     monkeypatch.setattr(parts_mod.Parts, "size", 0)
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    monkeypatch.setattr(parts_mod, "BLAS_MIN_MACS", 0)
     yield calls
     if parts_mod.Parts.pool is not None:
         parts_mod.Parts.pool.shutdown()
@@ -431,3 +432,22 @@ def test_an_interrupt_while_the_pool_starts_a_thread_leaves_no_thread_behind(two
     started[0].join(timeout=60)
     assert not started[0].is_alive()
     assert parts_mod.in_parts(4, 0, lambda lo, hi: hi - lo) == [2, 2]  # a new pool
+
+
+def test_a_product_too_small_for_parts_runs_with_one_blas_thread(monkeypatch):
+    calls = []
+    monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
+    monkeypatch.setattr(parts_mod, "BLAS_MIN_MACS", 10)
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 10_000)
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((40, 6)), rng.standard_normal((6, 4))
+    np.testing.assert_array_equal(parts_mod.rows_product(a, b), np.matmul(a, b))
+    me = threading.current_thread().name
+    assert calls == [(me, 1), (me, 2)]  # one BLAS thread for the product, then as before
+    calls.clear()
+    x = mg.tensor(a, requires_grad=True)
+    mg.nn.functional.linear(x, mg.tensor(b.T)).sum().backward()  # forward and input gradient
+    assert calls == [(me, 1), (me, 2)] * 2
+    calls.clear()
+    np.testing.assert_array_equal(parts_mod.rows_product(a[:1, :1], b[:1]), a[:1, :1] @ b[:1])
+    assert calls == []  # below OpenBLAS's own threshold: nothing to set
