@@ -14,6 +14,7 @@ import memgrad as mg
 from memgrad.ops import conv as conv_ops
 from memgrad.ops import parts as parts_mod
 from memgrad.ops.conv import conv2d, max_pool2d
+from tests.helpers.forked import in_forked_child
 
 
 def _pair(v):
@@ -489,9 +490,8 @@ def test_max_pool2d_errors():
         max_pool2d(mg.zeros(1, 1, 2, 2, dtype=mg.int64), 2)
 
 
-def _conv_in_child(queue, x, w):
-    out = max_pool2d(conv2d(mg.tensor(x), mg.tensor(w), padding=1), 2)
-    queue.put(out.numpy())
+def _conv_in_child(x, w):
+    return max_pool2d(conv2d(mg.tensor(x), mg.tensor(w), padding=1), 2).numpy()
 
 
 @pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
@@ -501,17 +501,7 @@ def test_conv2d_and_max_pool2d_in_a_forked_child():
     rng = np.random.default_rng(13)
     x, w = rng.standard_normal((4, 8, 16, 16)), rng.standard_normal((8, 8, 3, 3))
     want = max_pool2d(conv2d(mg.tensor(x), mg.tensor(w), padding=1), 2).numpy()
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_conv_in_child, args=(queue, x, w))
-    proc.start()
-    try:
-        got = queue.get(timeout=120)
-    finally:
-        proc.join(timeout=30)
-        if proc.is_alive():  # pragma: no cover - the hang this test guards against
-            proc.kill()
-    assert proc.exitcode == 0
+    got = in_forked_child(_conv_in_child, x, w)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
@@ -527,17 +517,7 @@ def test_conv2d_batch_parts_in_a_forked_child(monkeypatch):
     monkeypatch.setattr(parts_mod.Parts, "size", 0)
     want = max_pool2d(conv2d(mg.tensor(x), mg.tensor(w), padding=1), 2).numpy()
     assert parts_mod.Parts.pool is not None
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_conv_in_child, args=(queue, x, w))
-    proc.start()
-    try:
-        got = queue.get(timeout=120)
-    finally:
-        proc.join(timeout=30)
-        if proc.is_alive():  # pragma: no cover - the hang this test guards against
-            proc.kill()
-    assert proc.exitcode == 0
+    got = in_forked_child(_conv_in_child, x, w)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     parts_mod.Parts.pool.shutdown()
 

@@ -13,6 +13,7 @@ import pytest
 
 import memgrad as mg
 from memgrad.ops import parts as parts_mod
+from tests.helpers.forked import in_forked_child
 
 
 def _fake_blas_threads(threads, calls):
@@ -383,10 +384,6 @@ def _linear_and_grad(a, w):
     return out.numpy(), x.grad.numpy()
 
 
-def _linear_in_child(queue, a, w):
-    queue.put(_linear_and_grad(a, w))
-
-
 @pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
 def test_products_in_parts_in_a_forked_child():
     """A child forked after the parent's products in parts started the helper threads makes
@@ -396,17 +393,7 @@ def test_products_in_parts_in_a_forked_child():
     a = rng.standard_normal((512, 128)).astype(np.float32)
     w = rng.standard_normal((256, 128)).astype(np.float32)
     want = _linear_and_grad(a, w)
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_linear_in_child, args=(queue, a, w))
-    proc.start()
-    try:
-        got = queue.get(timeout=120)
-    finally:
-        proc.join(timeout=30)
-        if proc.is_alive():  # pragma: no cover - the hang this test guards against
-            proc.kill()
-    assert proc.exitcode == 0
+    got = in_forked_child(_linear_and_grad, a, w)
     for g, v in zip(got, want):
         np.testing.assert_array_equal(g, v)
 
