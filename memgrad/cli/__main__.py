@@ -23,11 +23,15 @@ Example:
 
 from __future__ import annotations
 
+import _thread
 import argparse
+import contextlib
 import math
+import signal
 import sys
-from collections.abc import Callable, Sequence
-from typing import NoReturn
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn
 
 from numpy.typing import DTypeLike
 
@@ -476,6 +480,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _interrupts_kept() -> Iterator[None]:
+    """Ctrl-C that lands in a weakref callback or a finalizer (the memory tracker's, say)
+    is printed and dropped by Python ("Exception ignored in ..."), and the command would run
+    on: within this context such an interrupt is raised again, as a new SIGINT sent from
+    another thread, in the code the main thread runs next."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type,
+                                                          KeyboardInterrupt):
+            # from another thread, once this hook has returned: raised in it, it would be
+            # dropped again
+            timer = threading.Timer(0.01, _thread.interrupt_main, args=(signal.SIGINT,))
+            timer.daemon = True
+            timer.start()
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``memgrad`` command with ``argv`` (default: ``sys.argv[1:]``).
 
@@ -495,7 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return args.func(args)
+        with _interrupts_kept():
+            return args.func(args)
     except CliError as e:
         print(f"memgrad {args.command}: error: {e}", file=sys.stderr)
         return e.exit_status

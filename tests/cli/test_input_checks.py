@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -346,3 +347,26 @@ def test_a_path_with_brackets_prints_as_written(cli, tmp_path):
     assert r.returncode == 0, r.stderr
     assert out.is_file()
     assert f"to {out} " in " ".join(r.stdout.split()) + " "  # rich may wrap the line
+
+
+def test_an_interrupt_dropped_in_a_weakref_callback_is_raised_again():
+    # Python prints and drops an exception raised in a weakref callback; Ctrl-C landing in
+    # one (the memory tracker frees through them) must still end the command
+    import weakref
+
+    from memgrad.cli.__main__ import _interrupts_kept
+
+    class Obj:
+        pass
+
+    def callback(ref):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt), _interrupts_kept():
+        obj = Obj()
+        ref = weakref.ref(obj, callback)
+        del obj  # the callback raises; Python drops it and calls the unraisable hook
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the SIGINT sent again arrives in this loop
+            pass
+    assert ref() is None
