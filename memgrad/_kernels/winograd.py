@@ -138,11 +138,17 @@ def winograd_input(x: np.ndarray, v: np.ndarray, ph: int, pw: int, th: int, tw: 
 
 
 @njit(cache=True, nogil=True)
+def _grid(oh, ow):
+    """The layout of an (OH, OW) output plane's TH x TW tiles (2x2 outputs each): its row
+    length ``R = TW + 1`` and its entries per channel, ``TH * R``."""
+    r = (ow + 1) // 2 + 1
+    return r, (oh + 1) // 2 * r
+
+
+@njit(cache=True, nogil=True)
 def _winograd_output(m, bias, out):
     co_, oh, ow = out.shape
-    th, tw = (oh + 1) // 2, (ow + 1) // 2
-    r = tw + 1
-    per = th * r
+    r, per = _grid(oh, ow)
     if m.shape[0] != 16 or m.shape[1] < co_ * per:
         raise ValueError("winograd_output: m must be (16, L), L >= CO*TH*(TW + 1), TH = "
                          "ceil(OH/2), TW = ceil(OW/2), for out (CO, OH, OW)")
@@ -198,9 +204,7 @@ def winograd_output(m: np.ndarray, bias: np.ndarray, out: np.ndarray):
 @njit(cache=True, nogil=True)
 def _winograd_grad(g, mg, offsets, signs):
     co_, oh, ow = g.shape
-    th, tw = (oh + 1) // 2, (ow + 1) // 2
-    r = tw + 1
-    per = th * r
+    r, per = _grid(oh, ow)
     if mg.shape[0] != 16 or mg.shape[1] < co_ * per:
         raise ValueError("winograd_grad: mg must be (16, L), L >= CO*TH*(TW + 1), TH = "
                          "ceil(OH/2), TW = ceil(OW/2), for g (CO, OH, OW)")
