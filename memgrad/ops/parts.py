@@ -7,9 +7,12 @@ a barrier per product, and the serial work between the products (im2col, col2im)
 other cores idle. ``in_parts`` instead splits the batch into k contiguous parts, k the BLAS
 thread count, and runs each on its own thread with single-threaded BLAS (the calling thread
 takes the first part, ``k - 1`` helper threads the others; OpenBLAS's
-``openblas_set_num_threads_local``, 0.3.27 or later, sets the count per thread): one join
-per op. Each part writes its own slice of the result, or returns a partial sum that the
-caller adds up in part order, so results do not depend on timing. With one BLAS thread, or
+``openblas_set_num_threads_local``, 0.3.27 or later, sets the count; in scipy-openblas
+0.3.31 the count it sets is the process's, not the thread's, so the calling thread sets one
+before it hands out the parts and restores it after the join): one join per op. Each part
+writes its own slice of the result, or returns a partial sum that the caller adds up in
+part order, so results do not depend on timing. One op runs in parts at a time (another
+thread's waits), and an op inside a part runs whole. With one BLAS thread, or
 a BLAS without the per-thread count, or an op under ``PARTS_MIN_MACS`` multiply-adds (the
 hand-off costs tens of microseconds), everything runs on the calling thread. A forked child
 makes its own helper threads.
@@ -23,7 +26,7 @@ A large product with one matrix operand (linear's forward through ``Gemm``, its 
 through ``matmul``) runs in parts too: ``rows_in_parts`` splits its output's rows into one
 contiguous part per BLAS thread, each a single-threaded BLAS call on that part's rows of the
 left operand, so that every large product and every kernel of an op in parts (NOTE [ Row
-parts ] in ops/nn.py) runs on the one pool of ``in_parts``. Left to its own threads,
+parts ] in ops/nn.py) runs on the helper threads of ``in_parts``. Left to its own threads,
 OpenBLAS wakes them for each product, and after it they spin, waiting for the next one
 (``OPENBLAS_THREAD_TIMEOUT``, by default some 2**28 cycles): on two cores they took a core
 from the kernels' parts and from the NumPy work between the products, and in a W2 step
@@ -61,7 +64,6 @@ import math
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -122,13 +124,19 @@ class Parts:
 
     set_local: object = False  # not looked up yet
     gemms: dict | None = None  # dtype -> cblas_?gemm or None, looked up on first use
-    pool: ThreadPoolExecutor | None = None
-    size = 0
-    lock = threading.Lock()  # two threads' first ops make one pool
+    helpers: list | None = None  # the _Helper threads, k - 1 of them
+    lock = threading.Lock()  # one op in parts at a time: the helpers take one part each
+
+
+class _Inside(threading.local):
+    active = False  # this thread runs a part of an op in parts
+
+
+_inside = _Inside()
 
 
 def _reset_after_fork() -> None:
-    Parts.pool, Parts.size = None, 0  # the child has none of the parent's threads
+    Parts.helpers = None  # the child has none of the parent's threads
     Parts.lock = threading.Lock()  # nor a lock another thread of the parent held
 
 
@@ -136,34 +144,73 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _one_blas_thread(set_local: Any, box: list, lo: int, hi: int) -> Any:
-    """``work(lo, hi)`` with one BLAS thread, ``work`` taken out of ``box``: the pool's
-    worker holds its arguments until after it has reported the result, and the arrays the
-    work closes over must not outlive the op by that moment (for the memory tracker they
-    would be alive past their last use)."""
-    work = box.pop()
-    prev = set_local(1)
-    try:
-        return work(lo, hi)
-    finally:
-        del work
-        set_local(prev)
+class _Helper:
+    """A thread of ``in_parts`` that runs one part at a time, with one BLAS thread: ``run``
+    hands it a part, ``join`` waits for its result. Two locks pass the turn back and forth,
+    about a third of what a pool's futures cost the calling thread per op. The part is let
+    go of before the result is reported: the arrays the work closes over must not outlive
+    the op (for the memory tracker they would be alive past their last use)."""
+
+    def __init__(self, name: str) -> None:
+        self.go, self.done = threading.Lock(), threading.Lock()
+        self.go.acquire()
+        self.done.acquire()
+        self.part: tuple | None = None
+        self.result: tuple = (None, None)
+        self.thread = thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        try:
+            thread.start()
+        except BaseException:
+            # an interrupt (Ctrl-C) in start's wait for the new thread: it runs, and is
+            # stopped at once
+            self.stop()
+            raise
+
+    def _serve(self) -> None:
+        _inside.active = True
+        while True:
+            self.go.acquire()
+            part, self.part = self.part, None
+            if part is None:
+                return  # stopped
+            set_local, work, lo, hi = part
+            del part
+            prev = set_local(1)
+            try:
+                self.result = (work(lo, hi), None)
+            except BaseException as e:
+                self.result = (None, e)
+            finally:
+                del work
+                set_local(prev)
+            self.done.release()
+
+    def run(self, set_local: Any, work: Callable[[int, int], Any], lo: int, hi: int) -> None:
+        self.part = (set_local, work, lo, hi)
+        self.go.release()
+
+    def join(self) -> Any:
+        self.done.acquire()
+        (value, error), self.result = self.result, (None, None)
+        if error is not None:
+            raise error
+        return value
+
+    def stop(self) -> None:
+        """End the thread once its part (if any) is done."""
+        self.part = None
+        if self.go.locked():  # (else a part handed over is not yet taken: it sees None)
+            self.go.release()
 
 
-def _submit(pool: ThreadPoolExecutor, calls: list) -> list:
-    """The futures of ``_one_blas_thread(*args)`` for each ``args`` of ``calls``, run by
-    ``pool``. The pool starts its threads in ``submit``; an interrupt (Ctrl-C) while one
-    starts leaves that thread unknown to the exit hook that stops the pool's threads, and
-    the interpreter would wait for it at exit forever: that pool is shut down instead (its
-    threads end after the work queued), and the next op makes a new one."""
-    try:
-        return [pool.submit(_one_blas_thread, *args) for args in calls]
-    except BaseException:
-        with Parts.lock:
-            if Parts.pool is pool:
-                Parts.pool, Parts.size = None, 0
-        pool.shutdown(wait=False)
-        raise
+def _helpers(k: int) -> list:
+    """``k - 1`` helper threads, made on first use (under ``Parts.lock``)."""
+    helpers = Parts.helpers
+    if helpers is None or len(helpers) < k - 1:
+        for h in helpers or ():
+            h.stop()
+        helpers = Parts.helpers = [_Helper(f"memgrad-parts_{i}") for i in range(k - 1)]
+    return helpers
 
 
 def _set_local() -> Any:
@@ -197,28 +244,53 @@ def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
     NumPy's BLAS runs one thread here or offers no per-thread count, or the op's ``macs``
     multiply-adds are too few to pay for the hand-off (NOTE [ Batch parts ])."""
     set_local = _set_local()
-    if set_local is None or n < 2 or macs < PARTS_MIN_MACS:
-        return [work(0, n)]
+    if set_local is None or n < 2 or macs < PARTS_MIN_MACS or _inside.active:
+        return [work(0, n)]  # (a part's own ops run whole: the helpers are busy)
     threads = set_local(1)
     try:
         k = min(threads, n)
         if k < 2:
             return [work(0, n)]
         with Parts.lock:
-            if Parts.size < k - 1:
-                Parts.pool = ThreadPoolExecutor(k - 1, thread_name_prefix="memgrad-parts")
-                Parts.size = k - 1
-            pool = Parts.pool
-        ends = [n * i // k for i in range(k + 1)]
-        futures = _submit(pool, [(set_local, [work], ends[i], ends[i + 1])
-                                 for i in range(1, k)])
+            return _run_parts(_helpers(k), set_local, work, [n * i // k for i in range(k + 1)])
+    finally:
+        set_local(threads)
+
+
+def _run_parts(helpers: list, set_local: Any, work: Callable[[int, int], Any],
+               ends: list) -> list:
+    """The parts between ``ends``: the first on the calling thread, one per helper."""
+    helpers = helpers[:len(ends) - 2]
+    for h, lo, hi in zip(helpers, ends[1:], ends[2:]):
+        h.run(set_local, work, lo, hi)
+    _inside.active = True
+    try:
         try:
             first = work(0, ends[1])
         finally:
-            rest = [f.result() for f in futures]
-        return [first, *rest]
-    finally:
-        set_local(threads)
+            _inside.active = False
+            rest = _join(helpers)
+    except (KeyboardInterrupt, SystemExit):
+        # an interrupt (Ctrl-C) while a helper may still run its part: each ends once its
+        # part is done, and the next op makes new ones
+        Parts.helpers = None
+        for h in helpers:
+            h.stop()
+        raise
+    return [first, *rest]
+
+
+def _join(helpers: list) -> list:
+    """Every helper's result, in order; the first error once all are done."""
+    rest, error = [], None
+    for h in helpers:
+        try:
+            rest.append(h.join())
+        except Exception as e:
+            error = error or e
+    if error is not None:
+        raise error
+    return rest
 
 
 def rows_in_parts(rows: int, macs: int, work: Callable[[int, int], Any]) -> None:

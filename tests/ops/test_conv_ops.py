@@ -15,6 +15,7 @@ from memgrad.ops import conv as conv_ops
 from memgrad.ops import parts as parts_mod
 from memgrad.ops.conv import conv2d, max_pool2d
 from tests.helpers.forked import in_forked_child
+from tests.helpers.parts import stop_helpers
 
 
 def _pair(v):
@@ -239,8 +240,7 @@ def test_conv2d_batch_parts_on_helper_threads_match_the_direct_sum(monkeypatch, 
     whole = _conv_values_and_grads(arrays, **params)
     calls = []
     monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(threads, calls))
-    monkeypatch.setattr(parts_mod.Parts, "pool", None)
-    monkeypatch.setattr(parts_mod.Parts, "size", 0)
+    monkeypatch.setattr(parts_mod.Parts, "helpers", None)
     monkeypatch.setattr(conv_ops, "_CHUNK_BYTES", 1)
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
     parts = _conv_values_and_grads(arrays, **params)
@@ -254,7 +254,7 @@ def test_conv2d_batch_parts_on_helper_threads_match_the_direct_sum(monkeypatch, 
         assert sorted(v for _, v in run) == [1] * threads + [threads] * threads
         assert run[0] == (threading.current_thread().name, 1)
         assert sum(name.startswith("memgrad-parts") for name, _ in run) == 2 * (threads - 1)
-    parts_mod.Parts.pool.shutdown()
+    stop_helpers()
 
 
 @pytest.mark.parametrize("threads,min_macs", [(1, 0), (2, 4 * 3 * 18 * 9 + 1)])
@@ -513,13 +513,12 @@ def test_conv2d_batch_parts_in_a_forked_child(monkeypatch):
     x, w = rng.standard_normal((4, 3, 8, 8)), rng.standard_normal((5, 3, 3, 3))
     monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, []))
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
-    monkeypatch.setattr(parts_mod.Parts, "pool", None)
-    monkeypatch.setattr(parts_mod.Parts, "size", 0)
+    monkeypatch.setattr(parts_mod.Parts, "helpers", None)
     want = max_pool2d(conv2d(mg.tensor(x), mg.tensor(w), padding=1), 2).numpy()
-    assert parts_mod.Parts.pool is not None
+    assert parts_mod.Parts.helpers is not None
     got = in_forked_child(_conv_in_child, x, w)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    parts_mod.Parts.pool.shutdown()
+    stop_helpers()
 
 
 def _no_columns(*args):
@@ -586,8 +585,7 @@ def test_row_shifted_convolution_in_batch_parts(monkeypatch, path):
     whole = _conv_values_and_grads(arrays, **params)
     calls = []
     monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
-    monkeypatch.setattr(parts_mod.Parts, "pool", None)
-    monkeypatch.setattr(parts_mod.Parts, "size", 0)
+    monkeypatch.setattr(parts_mod.Parts, "helpers", None)
     monkeypatch.setattr(conv_ops, "_CHUNK_BYTES", 1)
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
     parts = _conv_values_and_grads(arrays, **params)
@@ -595,7 +593,7 @@ def test_row_shifted_convolution_in_batch_parts(monkeypatch, path):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(parts[0], np_conv2d(*arrays, **params), rtol=1e-12, atol=1e-12)
     assert any(name.startswith("memgrad-parts") for name, _ in calls)
-    parts_mod.Parts.pool.shutdown()
+    stop_helpers()
 
 
 def test_row_shifted_forward_picks_the_stacked_product_for_few_output_channels(monkeypatch):
@@ -741,8 +739,7 @@ def test_winograd_convolution_in_batch_parts(monkeypatch):
     whole = _conv_values_and_grads(arrays, padding=1)
     calls = []
     monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
-    monkeypatch.setattr(parts_mod.Parts, "pool", None)
-    monkeypatch.setattr(parts_mod.Parts, "size", 0)
+    monkeypatch.setattr(parts_mod.Parts, "helpers", None)
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
     parts = _conv_values_and_grads(arrays, padding=1)
     for got, want in zip(parts, whole):
@@ -750,4 +747,4 @@ def test_winograd_convolution_in_batch_parts(monkeypatch):
     np.testing.assert_allclose(parts[0], np_conv2d(*arrays, padding=1), rtol=1e-12,
                                atol=1e-12)
     assert any(name.startswith("memgrad-parts") for name, _ in calls)
-    parts_mod.Parts.pool.shutdown()
+    stop_helpers()

@@ -14,6 +14,7 @@ import pytest
 import memgrad as mg
 from memgrad.ops import parts as parts_mod
 from tests.helpers.forked import in_forked_child
+from tests.helpers.parts import stop_helpers
 
 
 def _fake_blas_threads(threads, calls):
@@ -33,13 +34,11 @@ def _fake_blas_threads(threads, calls):
 def two_threads(monkeypatch):
     calls = []
     monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
-    monkeypatch.setattr(parts_mod.Parts, "pool", None)
-    monkeypatch.setattr(parts_mod.Parts, "size", 0)
+    monkeypatch.setattr(parts_mod.Parts, "helpers", None)
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
     monkeypatch.setattr(parts_mod, "BLAS_MIN_MACS", 0)
     yield calls
-    if parts_mod.Parts.pool is not None:
-        parts_mod.Parts.pool.shutdown()
+    stop_helpers()
 
 
 @pytest.mark.parametrize("batch", [(5,), (2, 3)])
@@ -61,19 +60,63 @@ def test_batched_matmul_in_parts_equals_numpy(two_threads, batch):
 
 
 def test_a_part_lets_go_of_its_work_before_it_reports_done(two_threads):
-    # the pool's worker holds a part's arguments until after the result is reported: the
-    # work (and the arrays it closes over) must already be gone from them by then, or they
-    # outlive the op for the memory tracker
+    # a helper thread keeps its last part until the next one: the work (and the arrays it
+    # closes over) must already be gone from it when the op returns, or they outlive the op
+    # for the memory tracker
     import weakref
 
     data = np.ones(1000)
     ref = weakref.ref(data)
-    box = [lambda lo, hi, d=data: float(d[lo:hi].sum())]
+    work = lambda lo, hi, d=data: float(d[lo:hi].sum())  # noqa: E731
     del data
-    assert parts_mod._one_blas_thread(lambda n: 2, box, 0, 10) == 10.0
-    assert box == [] and ref() is None
-    values = parts_mod.in_parts(4, parts_mod.PARTS_MIN_MACS, lambda lo, hi: hi - lo)
-    assert values == [2, 2]
+    assert parts_mod.in_parts(4, parts_mod.PARTS_MIN_MACS, work) == [2.0, 2.0]
+    assert any(name.startswith("memgrad-parts") for name, _ in two_threads)
+    del work
+    assert ref() is None
+
+
+def test_an_error_in_a_part_is_raised_once_every_part_is_done(two_threads):
+    def work(lo, hi):
+        if lo:
+            raise ValueError("part failed")
+        return hi - lo
+
+    with pytest.raises(ValueError, match="part failed"):
+        parts_mod.in_parts(4, 0, work)
+    helpers = parts_mod.Parts.helpers
+    assert parts_mod.in_parts(6, 0, lambda lo, hi: (lo, hi)) == [(0, 3), (3, 6)]
+    assert parts_mod.Parts.helpers is helpers  # the same threads, in step again
+
+
+def test_an_op_inside_a_part_runs_whole(two_threads):
+    inner = parts_mod.in_parts(4, 0, lambda lo, hi: parts_mod.in_parts(
+        6, 0, lambda a, b: (a, b)))
+    assert inner == [[(0, 6)], [(0, 6)]]
+
+
+def test_an_interrupt_while_parts_run_ends_the_helpers(two_threads, monkeypatch):
+    # Ctrl-C lands while the calling thread waits for a helper still running its part
+    release = threading.Event()
+
+    def work(lo, hi):
+        if lo:
+            release.wait(timeout=60)
+        return hi - lo
+
+    parts_mod.in_parts(2, 0, lambda lo, hi: None)  # the helpers exist
+    (helper,) = parts_mod.Parts.helpers
+
+    def interrupted():
+        release.set()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(helper, "join", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        parts_mod.in_parts(4, 0, work)
+    assert parts_mod.Parts.helpers is None
+    helper.thread.join(timeout=60)
+    assert not helper.thread.is_alive()  # it finished its part, then ended
+    assert parts_mod.in_parts(4, 0, lambda lo, hi: hi - lo) == [2, 2]  # new helpers
 
 
 def test_transposed_operands_and_the_calling_threads_count_restored(two_threads):
@@ -415,7 +458,7 @@ def test_an_interrupt_while_the_pool_starts_a_thread_leaves_no_thread_behind(two
     with pytest.raises(KeyboardInterrupt):
         parts_mod.in_parts(4, 0, lambda lo, hi: hi - lo)
     monkeypatch.setattr(threading.Thread, "start", real_start)
-    assert len(started) == 1 and parts_mod.Parts.pool is None
+    assert len(started) == 1 and parts_mod.Parts.helpers is None
     started[0].join(timeout=60)
     assert not started[0].is_alive()
     assert parts_mod.in_parts(4, 0, lambda lo, hi: hi - lo) == [2, 2]  # a new pool

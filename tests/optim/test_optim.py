@@ -9,6 +9,7 @@ import pytest
 
 import memgrad as mg
 from memgrad import optim
+from tests.helpers.parts import stop_helpers
 
 STEPS = 6
 
@@ -431,8 +432,7 @@ def test_sgd_step_in_parts_equals_numpys_two_ufuncs(monkeypatch, dtype, threads)
         return prev
 
     monkeypatch.setattr(parts_mod.Parts, "set_local", set_local)
-    monkeypatch.setattr(parts_mod.Parts, "pool", None)
-    monkeypatch.setattr(parts_mod.Parts, "size", 0)
+    monkeypatch.setattr(parts_mod.Parts, "helpers", None)
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
     rng = np.random.default_rng(4)
     p0, g = (rng.standard_normal((37, 29)).astype(dtype) for _ in range(2))
@@ -443,5 +443,4 @@ def test_sgd_step_in_parts_equals_numpys_two_ufuncs(monkeypatch, dtype, threads)
         want = np.subtract(p0, np.multiply(grad, 0.37, dtype=dtype))
         assert w.dtype == dtype
         np.testing.assert_array_equal(w.numpy(), want)
-    if parts_mod.Parts.pool is not None:
-        parts_mod.Parts.pool.shutdown()
+    stop_helpers()
