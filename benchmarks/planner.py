@@ -5,9 +5,10 @@ time, against the best equal-count ``checkpoint_sequential`` that fits the same 
 Gradients are zeroed in place before each step, so the peaks are activations and
 transients. Each model is profiled once (``memgrad.checkpoint.graph_profile``) and planned
 for every budget from that profile. The best equal count is the fastest segment count
-whose measured peak fits the budget (Sequential models only). The plan and its rival are
-timed in pairs, alternating, in one process: the speedup is the median of the pairs'
-ratios, the spread their interquartile range. The plain step is timed in the same rounds,
+(median of three steps each, the counts timed in turn) whose measured peak fits the budget
+(Sequential models only). The plan and its rival are timed in pairs, alternating, in one
+process: the speedup is the median of the pairs' ratios, the spread their interquartile
+range. The plain step is timed in the same rounds,
 and the predicted step time is its median plus the plan's predicted overhead and
 recomputation (the profile times with the benchmark's clock). Targets: on W2 at 50% and
 25% the plan is at least 10% faster; it is never slower (within the spread); W1 fits at
@@ -113,15 +114,21 @@ def _paired(a: Callable[[], None], b: Callable[[], None], repeats: int,
             q[2] - q[0], statistics.median(tc) if tc else None)
 
 
-def _equal_counts(model: Any, x: mg.Tensor, loss_fn: Callable, clock: Callable[[], float]
-                  ) -> dict[int, tuple[int, float]]:
-    """Measured peak and one timing of every segment count (a Sequential's)."""
-    out = {}
-    for k in range(2, len(model) + 1):
-        step = _step(model, x, loss_fn, k)
+def _equal_counts(model: Any, x: mg.Tensor, loss_fn: Callable, clock: Callable[[], float],
+                  repeats: int = 3) -> dict[int, tuple[int, float]]:
+    """Measured peak and median step time (of ``repeats``, the counts timed in turn) of every
+    segment count (a Sequential's): the plan's rival is the fastest that fits, so one noisy
+    timing must not pick a slower one."""
+    steps = {k: _step(model, x, loss_fn, k) for k in range(2, len(model) + 1)}
+    peaks = {}
+    for k, step in steps.items():
         step()
-        out[k] = (_peak(step), _seconds(step, clock))
-    return out
+        peaks[k] = _peak(step)
+    times: dict[int, list[float]] = {k: [] for k in steps}
+    for _ in range(repeats):
+        for k, step in steps.items():
+            times[k].append(_seconds(step, clock))
+    return {k: (peaks[k], statistics.median(times[k])) for k in steps}
 
 
 def run(key: str, name: str, sizes: dict, repeats: int, machine: dict,
@@ -160,7 +167,7 @@ def run(key: str, name: str, sizes: dict, repeats: int, machine: dict,
 
         fits = {k: v for k, v in equal.items() if v[0] <= budget}
         if plain_peak <= budget:
-            fits[1] = (plain_peak, _seconds(plain, tick))
+            fits[1] = (plain_peak, statistics.median(_seconds(plain, tick) for _ in range(3)))
         best = min(fits, key=lambda k: fits[k][1]) if fits else None
         rival = _step(model, x, loss_fn, None if best == 1 else best) if best else plain
         plan_s, rival_s, speedup, spread, plain_s = _paired(planned_step, rival, repeats, tick,

@@ -288,8 +288,8 @@ class _Parser(argparse.ArgumentParser):
 SIZE_HELP = ("sizes are bytes (1048576) or take a unit, case-insensitive: KB, MB, GB (powers "
              "of 1000) or KiB, MiB, GiB (powers of 1024), e.g. 64MB or 1.5GiB")
 MODEL_HELP = (f"a built-in model ({', '.join(BUILTIN)}) or package.module:factory, a function "
-              "of no arguments returning (model, example_input, loss_fn) with model an "
-              "nn.Sequential")
+              "of no arguments returning (model, example_input, loss_fn) with model any "
+              "nn.Module (equal segment counts apply to an nn.Sequential)")
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
