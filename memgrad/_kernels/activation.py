@@ -16,7 +16,9 @@ once, in one pass with no temporaries, in loops LLVM vectorizes: no libm
 call inside them. libm's ``erfc`` and ``tanh`` cost about 20 ns an element and run one
 element at a time, so ``exp`` is a polynomial: ``softmax.fast_exp`` for float64 data, and
 for float32 data a shorter one (``_exp_for_float32``: degree 8, one scaling, 30% faster
-GELU kernels) that is still far more accurate than the float32 result needs. Float32
+GELU kernels) that is still far more accurate than the float32 result needs; both are
+evaluated in fused multiply-adds (``softmax._fma``: another 25-30% on the GELU kernels,
+and one rounding instead of two in each step). Float32
 inputs take the normal CDF from a rational approximation around one ``exp`` (relative
 error below 1.2e-7, about one float32 ulp); the tanh form of GELU is written as
 ``x * sigmoid(2u)``, which needs only ``exp`` (float32 results within 0.51 ulp). Float64
@@ -32,7 +34,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from memgrad._kernels.softmax import _int64_as_float64, fast_exp
+from memgrad._kernels.softmax import _fma, _int64_as_float64, fast_exp
 
 __all__ = [
     "gelu",
@@ -92,17 +94,17 @@ def _exp_for_float32(a):
 
 def _exp_for_float32_f64(a):
     a = a if a > -700.0 else -700.0
-    n = np.floor(a * _LOG2E + 0.5)
-    r = (a - n * _LN2_HI) - n * _LN2_LO  # |r| <= ln(2) / 2
+    n = np.floor(_fma(a, _LOG2E, 0.5))
+    r = _fma(n, -_LN2_LO, _fma(n, -_LN2_HI, a))  # |r| <= ln(2) / 2
     p = _INV_FACT[8]
-    p = p * r + _INV_FACT[7]
-    p = p * r + _INV_FACT[6]
-    p = p * r + _INV_FACT[5]
-    p = p * r + _INV_FACT[4]
-    p = p * r + _INV_FACT[3]
-    p = p * r + _INV_FACT[2]
-    p = p * r + 1.0
-    p = p * r + 1.0
+    p = _fma(p, r, _INV_FACT[7])
+    p = _fma(p, r, _INV_FACT[6])
+    p = _fma(p, r, _INV_FACT[5])
+    p = _fma(p, r, _INV_FACT[4])
+    p = _fma(p, r, _INV_FACT[3])
+    p = _fma(p, r, _INV_FACT[2])
+    p = _fma(p, r, 1.0)
+    p = _fma(p, r, 1.0)
     return p * _int64_as_float64((np.int64(np.int32(n)) + 1023) << 52)
 
 

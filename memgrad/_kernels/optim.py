@@ -23,14 +23,24 @@ __all__ = ["adam_update", "adam_update_reference", "sgd_step", "sgd_step_referen
 @njit(cache=True, nogil=True, error_model="numpy")
 def adam_update(p, g, m, v, vmax, decay_mode, decay, beta1, one_minus_beta1, beta2,
                 one_minus_beta2, amsgrad, bias2_sqrt, eps, step_size):
-    if decay_mode == 1:
-        for i in range(p.size):
-            p[i] = p[i] * decay
     if decay_mode == 2 or amsgrad:
+        if decay_mode == 1:
+            for i in range(p.size):
+                p[i] = p[i] * decay
         _adam_general(p, g, m, v, vmax, decay_mode == 2, decay, beta1, one_minus_beta1,
                       beta2, one_minus_beta2, amsgrad, bias2_sqrt, eps, step_size)
         return
-    # the usual case in a loop without branches, which LLVM vectorizes
+    # the usual cases in loops without branches, which LLVM vectorizes; AdamW's decay in
+    # the same pass (one read of p, not two)
+    if decay_mode == 1:
+        for i in range(p.size):
+            gi = g[i]
+            mi = m[i] * beta1 + gi * one_minus_beta1
+            vi = v[i] * beta2 + (gi * gi) * one_minus_beta2
+            m[i] = mi
+            v[i] = vi
+            p[i] = p[i] * decay - (mi / (np.sqrt(vi) / bias2_sqrt + eps)) * step_size
+        return
     for i in range(p.size):
         gi = g[i]
         mi = m[i] * beta1 + gi * one_minus_beta1

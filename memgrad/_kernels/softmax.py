@@ -13,10 +13,13 @@ Why they are fast: one pass per row over data that stays in cache replaces NumPy
 six passes over the whole array, each with a temporary (``*_reference`` are those NumPy
 formulations). Two things keep the row loops vectorized. The row reductions are separate
 functions compiled with reassociation allowed (a strict left-to-right float sum cannot use
-SIMD lanes); the other arithmetic keeps IEEE semantics. And float32 ``exp`` is
-``fast_exp``, a polynomial with no libm call: a loop calling libm's ``expf`` runs one
-element at a time, and was slower than NumPy's SIMD ``exp``. ``fast_exp`` (float64 too)
-serves the activation and cross-entropy kernels as well. All kernels are compiled with
+SIMD lanes), and the row max is taken with LLVM's ``maxnum`` (``_max_lanes``): numba's
+``max`` is a compare and a select that LLVM does not vectorize, and ran at a quarter of a
+float32 row's whole softmax; the other arithmetic keeps IEEE semantics. And float32
+``exp`` is ``fast_exp``, a polynomial with no libm call, evaluated with fused
+multiply-adds (``_fma``): a loop calling libm's ``expf`` runs one element at a time, and
+was slower than NumPy's SIMD ``exp``. ``fast_exp`` (float64 too) serves the activation and
+cross-entropy kernels as well. All kernels are compiled with
 ``error_model="numpy"``: IEEE results on division by zero, and no checks in the loops.
 """
 
@@ -63,6 +66,56 @@ def fast_exp(y):
     return math.exp(y)
 
 
+def _fma(a, b, c):
+    """``a * b + c`` rounded once (LLVM's ``fma``: one instruction on x86-64 with FMA).
+    Floats of one type; plain Python rounds twice (it serves only compiled code)."""
+    return a * b + c
+
+
+@intrinsic
+def _fma_intrinsic(typingctx, a, b, c):
+    if not (a == b == c and isinstance(a, types.Float)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        t = args[0].type
+        fn = builder.module.declare_intrinsic("llvm.fma", [t], ir.FunctionType(t, [t, t, t]))
+        return builder.call(fn, args)
+
+    return a(a, b, c), codegen
+
+
+@overload(_fma)
+def _fma_overload(a, b, c):
+    return lambda a, b, c: _fma_intrinsic(a, b, c)
+
+
+def _max_lanes(a, b):
+    """``max(a, b)`` of two floats of one type, as LLVM's ``maxnum`` with no-NaN and
+    reassociation allowed: a loop that takes it over an array is a reduction LLVM
+    vectorizes (numba's ``max`` compiles to a compare and select that it does not). A NaN
+    operand gives an unspecified result."""
+    return max(a, b)
+
+
+@intrinsic
+def _max_lanes_intrinsic(typingctx, a, b):
+    if not (a == b and isinstance(a, types.Float)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        t = args[0].type
+        fn = builder.module.declare_intrinsic("llvm.maxnum", [t], ir.FunctionType(t, [t, t]))
+        return builder.call(fn, args, fastmath=("nnan", "nsz", "reassoc"))
+
+    return a(a, b), codegen
+
+
+@overload(_max_lanes)
+def _max_lanes_overload(a, b):
+    return lambda a, b: _max_lanes_intrinsic(a, b)
+
+
 @intrinsic
 def _int32_as_float32(typingctx, bits):
     def codegen(context, builder, sig, args):
@@ -85,15 +138,15 @@ def _fast_exp_f32(y):
     # an underflowing y is computed as 0 (its result is replaced by 0 below): computing it
     # as _EXP_LO would make subnormals, which cost a microcode assist each (3x slower rows)
     clipped = _F(0.0) if underflow else (_EXP_HI if overflow else y)  # NaN stays NaN
-    n = np.floor(clipped * _LOG2E + _F(0.5))
-    r = (clipped - n * _LN2_HI) - n * _LN2_LO  # |r| <= ln(2) / 2, exact (Cody-Waite)
+    n = np.floor(_fma(clipped, _LOG2E, _F(0.5)))
+    r = _fma(n, -_LN2_LO, _fma(n, -_LN2_HI, clipped))  # |r| <= ln(2) / 2 (Cody-Waite)
     p = _F(1.9875691500e-4)
-    p = p * r + _F(1.3981999507e-3)
-    p = p * r + _F(8.3334519073e-3)
-    p = p * r + _F(4.1665795894e-2)
-    p = p * r + _F(1.6666665459e-1)
-    p = p * r + _F(5.0000001201e-1)
-    p = p * r * r + r + _F(1.0)
+    p = _fma(p, r, _F(1.3981999507e-3))
+    p = _fma(p, r, _F(8.3334519073e-3))
+    p = _fma(p, r, _F(4.1665795894e-2))
+    p = _fma(p, r, _F(1.6666665459e-1))
+    p = _fma(p, r, _F(5.0000001201e-1))
+    p = _fma(p * r, r, r) + _F(1.0)
     # 2^n as two normal powers of two, so that n = 128 (overflow) and n < -126 (subnormal
     # results) come out right
     k = np.int32(n)
@@ -123,23 +176,23 @@ def _fast_exp_f64(y):
     underflow = y < _D_EXP_LO
     overflow = y > _D_EXP_HI
     clipped = 0.0 if underflow else (_D_EXP_HI if overflow else y)  # as in _fast_exp_f32
-    n = np.floor(clipped * _D_LOG2E + 0.5)
-    r = (clipped - n * _D_LN2_HI) - n * _D_LN2_LO  # |r| <= ln(2) / 2
+    n = np.floor(_fma(clipped, _D_LOG2E, 0.5))
+    r = _fma(n, -_D_LN2_LO, _fma(n, -_D_LN2_HI, clipped))  # |r| <= ln(2) / 2
     # Taylor to degree 13: the remainder is below 2^-56 on |r| <= ln(2) / 2
     p = _D_INV_FACT[13]
-    p = p * r + _D_INV_FACT[12]
-    p = p * r + _D_INV_FACT[11]
-    p = p * r + _D_INV_FACT[10]
-    p = p * r + _D_INV_FACT[9]
-    p = p * r + _D_INV_FACT[8]
-    p = p * r + _D_INV_FACT[7]
-    p = p * r + _D_INV_FACT[6]
-    p = p * r + _D_INV_FACT[5]
-    p = p * r + _D_INV_FACT[4]
-    p = p * r + _D_INV_FACT[3]
-    p = p * r + _D_INV_FACT[2]
-    p = p * r + 1.0
-    p = p * r + 1.0
+    p = _fma(p, r, _D_INV_FACT[12])
+    p = _fma(p, r, _D_INV_FACT[11])
+    p = _fma(p, r, _D_INV_FACT[10])
+    p = _fma(p, r, _D_INV_FACT[9])
+    p = _fma(p, r, _D_INV_FACT[8])
+    p = _fma(p, r, _D_INV_FACT[7])
+    p = _fma(p, r, _D_INV_FACT[6])
+    p = _fma(p, r, _D_INV_FACT[5])
+    p = _fma(p, r, _D_INV_FACT[4])
+    p = _fma(p, r, _D_INV_FACT[3])
+    p = _fma(p, r, _D_INV_FACT[2])
+    p = _fma(p, r, 1.0)
+    p = _fma(p, r, 1.0)
     k = np.int64(np.int32(n))  # through int32: AVX2 converts doubles to int32 only
     half = k >> 1
     s1 = _int64_as_float64((half + 1023) << 52)
@@ -157,14 +210,25 @@ def _fast_exp_overload(y):
 
 
 # Row reductions over 1-D rows: reassociation lets LLVM sum (and take the max) in SIMD
-# lanes. ``nnan`` is harmless for the max: a NaN in a row makes its sum, and so the whole
-# softmax row, NaN.
+# lanes. Taking the max without NaNs (``_max_lanes``) is harmless: a NaN in a row makes its
+# sum, and so the whole softmax row, NaN.
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz", "nnan"})
 def row_max(v):
-    """The largest element of the non-empty 1-D ``v``, typed like ``v``."""
+    """The largest element of the non-empty 1-D ``v``, typed like ``v`` (unspecified if
+    ``v`` holds a NaN)."""
     m = v[0]
     for j in range(1, v.shape[0]):
-        m = max(m, v[j])
+        m = _max_lanes(m, v[j])
+    return m
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz", "nnan"})
+def _scaled_row_max(v, sc):
+    """The largest ``v[j] * sc`` (each product rounded to ``v``'s dtype, as ``row_max`` of
+    the products would see it) of the non-empty 1-D ``v``."""
+    m = v[0] * sc
+    for j in range(1, v.shape[0]):
+        m = _max_lanes(m, v[j] * sc)
     return m
 
 
@@ -207,11 +271,12 @@ def log_softmax_forward(x):
     out = np.empty_like(x)
     if x.shape[1] == 0:
         return out
+    e = np.empty(x.shape[1], dtype=x.dtype)  # one row's exp, in L1 cache
     for i in range(x.shape[0]):
         m = row_max(x[i])
         for j in range(x.shape[1]):
-            out[i, j] = fast_exp(x[i, j] - m)
-        lse = np.float64(m) + math.log(row_sum(out[i]))
+            e[j] = fast_exp(x[i, j] - m)
+        lse = x.dtype.type(np.float64(m) + math.log(row_sum(e)))
         for j in range(x.shape[1]):
             out[i, j] = x[i, j] - lse
     return out
@@ -252,7 +317,8 @@ def scaled_softmax_forward_into(x, scale, causal, out):
     """``out = softmax(x * scale)`` along each row, the product rounded to ``x``'s dtype
     first (as a separate multiply would). ``causal > 0``: the rows are stacked matrices of
     ``causal`` rows each, and row ``i`` of a matrix sees only columns ``j <= i``; the others
-    get weight 0 and are never read (attention's causal mask, aligned top-left)."""
+    get weight 0 and their values are never used (attention's causal mask, aligned
+    top-left; up to 7 of them are read, whatever they hold, to fill whole SIMD vectors)."""
     _check_rows(x, out, causal)
     n, d = x.shape
     if d == 0:
@@ -260,13 +326,14 @@ def scaled_softmax_forward_into(x, scale, causal, out):
     sc = x.dtype.type(scale)
     for i in range(n):
         width = d if causal == 0 else min(d, i % causal + 1)
-        for j in range(width):
-            out[i, j] = x[i, j] * sc
-        m = row_max(out[i, :width])
-        for j in range(width):
-            out[i, j] = fast_exp(out[i, j] - m)
+        # the exp and the scaling run on whole vectors of 8 (the masked ones are zeroed
+        # after): a causal row's scalar tail, up to 7 exps, cost 15% of the kernel
+        whole = min(d, (width + 7) // 8 * 8)
+        m = _scaled_row_max(x[i, :width], sc)
+        for j in range(whole):
+            out[i, j] = fast_exp(x[i, j] * sc - m)
         inv = x.dtype.type(1.0 / row_sum(out[i, :width]))
-        for j in range(width):
+        for j in range(whole):
             out[i, j] *= inv
         for j in range(width, d):
             out[i, j] = 0.0

@@ -150,8 +150,8 @@ def _(g, out, needs, x, weight, bias, sinks=None):
 
 
 def _bias_grad(g: Tensor, shape: tuple) -> Tensor:
-    """The sum of ``g`` over its rows; a contiguous ``g`` summed over its leading dims adds
-    the same numbers in the same order, in one op."""
+    """The sum of ``g`` over its rows; a contiguous ``g`` in one op, ``sum_to`` over its
+    leading dims (the column-sum kernel for float rows)."""
     if len(g.shape) > 1 and g._data.flags.c_contiguous:
         return sum_to(g, shape=shape)
     return g.reshape(-1, g.shape[-1]).sum(0)

@@ -5,6 +5,7 @@ composites of primitives."""
 from __future__ import annotations
 
 import builtins
+import math
 
 import numpy as np
 
@@ -84,8 +85,19 @@ def sum_to(x, *, shape):
     axes = tuple(range(lead)) + tuple(
         i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1
     )
-    r = np.sum(x, axis=axes, keepdims=True) if axes else x
-    return r.reshape(shape)
+    if not axes:
+        return x.reshape(shape)
+    d = math.prod(x.shape[len(axes):])
+    if (axes[-1] == len(axes) - 1 and d >= _COLUMN_SUM_MIN and x.flags.c_contiguous
+            and x.dtype in (np.float32, np.float64)):
+        # the leading axes of a contiguous float array (the bias gradients): the kernel
+        from memgrad._kernels.reduce import column_sum_into
+
+        return column_sum_into(x.reshape(-1, d), np.empty(d, x.dtype)).reshape(shape)
+    return np.sum(x, axis=axes, keepdims=True).reshape(shape)
+
+
+_COLUMN_SUM_MIN = 16  # the shortest rows sum_to gives the column-sum kernel (NumPy's below)
 
 
 @sum_to.vjp

@@ -135,7 +135,7 @@ def test_into_kernels_fill_out_and_check_their_shapes():
 
 def test_layer_norm_backward_of_two_close_values_far_from_zero():
     # centred values of float32 rows near -100 lose digits when the arithmetic after the
-    # float64 row sums runs in float32: the kernel keeps it in float64
+    # float64 row sums subtracts a float32 mean: the kernel subtracts it in two halves
     x = np.array([[-99.87427, -100.1321], [-99.35958, -99.8951]], dtype=np.float32)
     g = np.array([[-0.5356694, 0.36159506], [1.304, 0.94708097]], dtype=np.float32)
     w = np.array([-0.70373523, -1.2654215], dtype=np.float32)
