@@ -926,7 +926,7 @@ def mse_loss(
 # NOTE [ Attention softmax ]
 # Without an attn_mask, attention's weights are one primitive, ``attention_softmax``:
 # softmax(scores * scale) over the last dim, with the causal mask applied inside the row
-# kernel (the masked entries are never read, and get weight 0), so neither the scaled
+# kernel (the masked entries are never used, and get weight 0), so neither the scaled
 # scores nor a mask is materialized. Its VJP is ``attention_softmax_backward``
 # (scale * y * (g - sum(g * y))), a primitive whose own VJP is written in memgrad ops,
 # as for softmax (NOTE [ Fused softmax ] in ops/reduce.py). Only the weights are saved.
