@@ -53,7 +53,6 @@ PUBLIC: dict[str, Callable] = {}
 METHODS: dict[str, Callable] = {}
 
 
-
 class Primitive:
     """One entry of the op table."""
 
@@ -314,7 +313,10 @@ class OpNode(Node):
         keep = self._keep
         if keep:
             args = list(args)
-            for i, s in zip(keep, saved):
+            j = 0  # an index, not zip(keep, saved): cheaper for one or two values
+            for i in keep:
+                s = saved[j]
+                j += 1
                 if not isinstance(s, Tensor):
                     s = s.unpack(self, prim.node_name)
                 elif s._vc is not None:
