@@ -238,7 +238,6 @@ class _Running(threading.local):
 
 _running = _Running()
 _tiebreak = itertools.count()
-_POSITIONS = range(sys.maxsize)
 
 
 # ---------------------------------------------------------------------------- one call
@@ -350,12 +349,17 @@ class Backward:
             if free and node._sequence_nr >= release_from:
                 node.release()
             nxt = None  # a chain-shaped graph never touches the heap
-            # (no captures here: every child gets gradients, checked as _checked does)
-            for (child, nr), g, m, i in zip(edges, out, node._input_meta, _POSITIONS):
+            # (no captures here: every child gets gradients, checked as _checked does);
+            # an index, not zip: a zip costs more than the loop over two edges
+            meta = node._input_meta
+            i = -1
+            for child, nr in edges:
+                i += 1
                 if child is None:
                     continue
+                g = out[i]
                 if g is not None:
-                    if g.__class__ is not Tensor or (g._data.shape, g._data.dtype) != m:
+                    if g.__class__ is not Tensor or (g._data.shape, g._data.dtype) != meta[i]:
                         g = _validate(node, out)[i]
                     cbuf = buffers.get(child)
                     if cbuf is None:
@@ -387,16 +391,10 @@ class Backward:
         if self.general or buf is None or node._hooks is not None:
             self._run_general(node, buf)
             return
-        if node.__class__ is AccumulateGrad:
-            if node.variable._hooks:
-                _tensor_hooks(node, buf, self.accumulate)
-            self._accumulate(node, buf)
-            return
-        if self.direct and node.sink_inputs:
-            out = _apply_with_sinks(node, buf, self.sunk)
-        else:
-            out = node.apply(buf)
-        self._hand_on(node, _checked(node, out))
+        # else an AccumulateGrad (_walk runs every other node itself)
+        if node.variable._hooks:
+            _tensor_hooks(node, buf, self.accumulate)
+        self._accumulate(node, buf)
 
     def _run_general(self, node: Node, buf: list | None) -> None:
         # hooks, captures, a node no gradient reached, anomaly mode

@@ -24,6 +24,8 @@ from memgrad.tensor import Tensor, VersionCounter, wrap
 __all__ = ["SavedTensor", "HookedSaved", "save", "saved_input", "saved_output", "unpack_input",
            "raise_modified"]
 
+_new = object.__new__
+
 
 class SavedTensor:
     """A tensor saved without hooks: an input as its Tensor, an output as its array."""
@@ -50,7 +52,9 @@ class SavedTensor:
             if vc.v != self._version:
                 raise_modified(op, self._data.shape, self._data.dtype, vc.v, self._version,
                                f"output of {op}")
-            t = wrap(self._data)
+            t = _new(Tensor)  # wrap(self._data), inline: once per saved output in backward
+            t._data = self._data
+            t.grad = t._acc = t._hooks = t._base = None
             t._vc = vc
             t.grad_fn = node
             t.output_nr = self._output_nr
@@ -77,8 +81,6 @@ def unpack_input(t: Tensor, op: str) -> Tensor:
     return t
 
 
-_new = object.__new__
-
 
 def saved_input(t: Tensor) -> SavedTensor:
     """``SavedTensor(t)``, made without the call of ``__init__`` (the per-op path)."""
@@ -96,7 +98,8 @@ def saved_output(t: Tensor) -> SavedTensor:
     s._is_output = True
     vc = t._vc
     if vc is None:
-        vc = t._vc = VersionCounter()
+        vc = t._vc = _new(VersionCounter)  # VersionCounter(), without the call of __init__
+        vc.v = vc.gen = 0
     s._output_nr = t.output_nr
     s._data = t._data
     s._vc = vc

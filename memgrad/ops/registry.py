@@ -53,7 +53,6 @@ PUBLIC: dict[str, Callable] = {}
 METHODS: dict[str, Callable] = {}
 
 
-
 class Primitive:
     """One entry of the op table."""
 
@@ -152,16 +151,16 @@ class Primitive:
             rule = self._saves_for[needs] = (inputs, out)
         return rule
 
-    def _rule(self, key: int, n: int, tensors: int, needs: int) -> tuple:
-        """What ``_record`` does for a call of ``n`` arguments, ``tensors`` and ``needs`` the
-        bit masks of the Tensor arguments and of those that need gradients (``key`` packs
-        all three): the Tensor inputs kept, whether the output is, and the ``needs`` tuple
-        the VJP gets. Cached: the per-op path then does one dict lookup."""
-        keep, out = self.saves_for(needs)
+    def _rule(self, key: int, n: int) -> tuple:
+        """What ``_record`` does for a call of ``n`` arguments whose ``key`` is a leading 1
+        and then two bits per argument, the first one's highest: 0 for a constant, 1 for a
+        Tensor, 3 for a Tensor that needs a gradient. The Tensor inputs kept, whether the
+        output is, and the ``needs`` tuple the VJP gets; cached: the per-op path then does
+        one dict lookup."""
+        codes = [key >> 2 * (n - 1 - i) & 3 for i in range(n)]
+        keep, out = self.saves_for(sum(1 << i for i, c in enumerate(codes) if c == 3))
         rule = self._rules[key] = (
-            tuple(i for i in keep if tensors >> i & 1),
-            out,
-            tuple(bool(needs >> i & 1) for i in range(n)),
+            tuple(i for i in keep if codes[i]), out, tuple(c == 3 for c in codes),
         )
         return rule
 
@@ -314,7 +313,10 @@ class OpNode(Node):
         keep = self._keep
         if keep:
             args = list(args)
-            for i, s in zip(keep, saved):
+            j = 0  # an index, not zip(keep, saved): cheaper for one or two values
+            for i in keep:
+                s = saved[j]
+                j += 1
                 if not isinstance(s, Tensor):
                     s = s.unpack(self, prim.node_name)
                 elif s._vc is not None:
@@ -412,30 +414,27 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     """Make ``out``'s node: its edges, and what it saves for backward."""
     edges = []
     meta = []
-    mask = tensors = 0
-    bit = 1
+    key = 1  # the save rule's key (see Primitive._rule): two bits per argument
     for a in args:
         if isinstance(a, Tensor):
-            tensors |= bit
             d = a._data
             dt, m = _METAS.get(d.shape, _NO_META)  # the dtype by identity: hashing one is slow
             meta.append(m if dt is d.dtype else _meta(d))
             if a._requires_grad:
-                mask |= bit
+                key = key * 4 + 3
                 fn = a.grad_fn
                 edges.append((fn, a.output_nr) if fn is not None else (accumulator(a), 0))
             else:
+                key = key * 4 + 1
                 edges.append(_NO_EDGE)
         else:
             # a constant reaches the VJP as its value; an array is copied, so that a change
             # to the caller's array after forward cannot change the gradient
             meta.append(a.copy() if a.__class__ is _NDARRAY else a)
             edges.append(_NO_EDGE)
-        bit <<= 1
-    # the rule's key packs the call's length (the top bit, 1 << 2n) with the two masks
-    key = (bit | tensors) * bit | mask
+            key *= 4
     rule = prim._rules.get(key)
-    keep, keep_out, needs = prim._rule(key, len(args), tensors, mask) if rule is None else rule
+    keep, keep_out, needs = prim._rule(key, len(args)) if rule is None else rule
     node = _new(OpNode)
     node.next_functions = tuple(edges)
     node._sequence_nr = next(_seq)
