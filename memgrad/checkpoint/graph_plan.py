@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memgrad.checkpoint.graph_profile import GraphProfile, StageInfo, profile_graph
-from memgrad.checkpoint.graph_runtime import Layout, PlanHandle, planned
+from memgrad.checkpoint.graph_runtime import Layout, PlanHandle, planned, rebuild_sources
 from memgrad.checkpoint.selective import IndexChooser, contexts_of
 from memgrad.checkpoint.solver import (
     SLOTS,
@@ -217,6 +217,20 @@ def stage_problem(profile: GraphProfile, st: StageInfo) -> tuple[KeepProblem, li
     return problem, idx
 
 
+def _pinned(ops: list, st: StageInfo, kept: frozenset[int]) -> int:
+    """Bytes of the kept buffers that the runtime holds for the stage's rebuilds until its
+    backward is over, and that the plain step freed before the peak of that backward
+    (every node of the stage that saves them ran before the one at the peak)."""
+    roots = {ops[v].root for v in rebuild_sources(ops, st, kept)}
+    roots -= {-1, st.input_root, st.output_root}
+    pinned = 0
+    for r in roots:
+        savers = [k for k in range(st.lo, st.hi) if any(ops[u].root == r for u in ops[k].saved)]
+        if st.bwd_peak_op >= 0 and all(k > st.bwd_peak_op for k in savers):
+            pinned += ops[r].nbytes
+    return pinned
+
+
 def _chain(profile: GraphProfile, method: str) -> tuple[list[ChainStage], list[list]]:
     ops = profile.ops
     chain, variants = [], []
@@ -227,14 +241,15 @@ def _chain(profile: GraphProfile, method: str) -> tuple[list[ChainStage], list[l
         x_in = st.input_bytes if j > 0 else 0
         grad_in = x_in if j > 0 and st.input_root is not None and ops[st.input_root].float_out \
             else 0
+        kept_sets = [frozenset(idx[i] for i in kept) for kept, _, _ in frontier]
         chain.append(ChainStage(
             x_in, st.output_bytes, grad_in, st.output_root in st.saved, full,
             tuple((nbytes, seconds) for _, nbytes, seconds in frontier) or ((0, 0.0),),
             st.recompute_seconds, st.fwd_transient, st.bwd_transient, st.grads,
             st.input_root is not None and st.input_root in st.saved,
+            tuple(_pinned(ops, st, kept) for kept in kept_sets),
         ))
-        variants.append([frozenset(idx[i] for i in kept) for kept, _, _ in frontier]
-                        or [frozenset()])
+        variants.append(kept_sets or [frozenset()])
     # the loss, a last stage that is never recomputed: what it holds is there from the end
     # of the forward to the end of its backward, which makes the output's gradient; what its
     # VJPs hold beyond both (measured above the model's output) is its backward transient

@@ -105,6 +105,7 @@ class StageInfo:
     grads: int
     paths: list[str] = field(default_factory=list)
     recompute_seconds: float = 0.0  # its ops' replay time in backward (NOTE [ Step time ])
+    bwd_peak_op: int = -1  # the op whose node ran at the peak of its plain backward
 
     @property
     def internal(self) -> dict[int, int]:
@@ -506,7 +507,8 @@ def _set_backward_transients(stages: list[StageInfo], ops: list[OpRecord]) -> No
         if not measured:
             continue
         before = ops[max(measured)].bwd_before  # the stage's first node in backward
-        peak = max(ops[k].bwd_peak for k in measured)
+        st.bwd_peak_op = max(measured, key=lambda k: ops[k].bwd_peak)
+        peak = ops[st.bwd_peak_op].bwd_peak
         grad_in = st.input_bytes if j > 0 else 0
         st.bwd_transient = max(0, peak - before - grad_in)
 

@@ -39,7 +39,7 @@ from memgrad.interpreters import Interpreter
 from memgrad.ops.registry import apply as apply_op
 from memgrad.tensor import Tensor, wrap
 
-__all__ = ["PlanHandle", "planned", "Layout"]
+__all__ = ["PlanHandle", "planned", "Layout", "rebuild_sources"]
 
 
 class Layout:
@@ -127,21 +127,8 @@ class Layout:
         key = (j, mode)
         found = self._sources.get(key)
         if found is None:
-            st = self.stages[j]
-            ops = self.ops
-            rebuilt = {v for k in range(st.lo, st.hi) for v in ops[k].saved
-                       if not self.keeps(k, v, mode)}
-            stack, found_set = list(rebuilt), set()
-            while stack:
-                for kind, w in ops[stack.pop()].args:
-                    if kind != "v" or not st.lo <= w < st.hi or w in rebuilt:
-                        continue
-                    if self.keeps(st.lo, w, mode):
-                        found_set.add(w)
-                    else:
-                        rebuilt.add(w)
-                        stack.append(w)
-            found = self._sources[key] = frozenset(found_set)
+            found = self._sources[key] = rebuild_sources(self.ops, self.stages[j],
+                                                         self.kept[j][mode])
         return found
 
     def keeps(self, saver: int, v: int, mode: int | None) -> bool:
@@ -151,6 +138,28 @@ class Layout:
         if r < 0 or mode is None:
             return r < 0
         return r in self.kept[self.stage_of[saver]][mode] or r in (st.input_root, st.output_root)
+
+
+def rebuild_sources(ops: list[Any], st: Any, kept: frozenset[int]) -> frozenset[int]:
+    """The values of stage ``st`` that its ops rebuilt in backward read, and that are there
+    when it keeps the roots ``kept``: what the runtime holds until the stage's backward is
+    over (its input and output among them, and views of tensors from outside)."""
+    def there(v: int) -> bool:
+        r = ops[v].root
+        return r < 0 or r in kept or r in (st.input_root, st.output_root)
+
+    rebuilt = {v for k in range(st.lo, st.hi) for v in ops[k].saved if not there(v)}
+    stack, found = list(rebuilt), set()
+    while stack:
+        for kind, w in ops[stack.pop()].args:
+            if kind != "v" or not st.lo <= w < st.hi or w in rebuilt:
+                continue
+            if there(w):
+                found.add(w)
+            else:
+                rebuilt.add(w)
+                stack.append(w)
+    return frozenset(found)
 
 
 class _Out:

@@ -347,7 +347,10 @@ class ChainStage:
     gradient of its input, whether its backward reads its output, the bytes of the other
     values its backward reads (``full``), its keep variants as ``(bytes kept, seconds
     recomputed)`` (the first keeps all: ``(full, 0.0)``), forward seconds, transients and
-    the bytes of parameter gradients its backward makes."""
+    the bytes of parameter gradients its backward makes. ``pinned[v]``: bytes of variant
+    v's kept values that the runtime holds through the whole backward of the stage for the
+    values it rebuilds, where the plain step (whose backward transient this is) had freed
+    them before its peak."""
 
     x_in: int
     x_out: int
@@ -360,6 +363,11 @@ class ChainStage:
     bwd_transient: int = 0
     grads: int = 0
     saves_in: bool = True
+    pinned: tuple[int, ...] = ()
+
+    def pinned_bytes(self, v: int | None) -> int:
+        """``pinned[v]``, 0 where not given."""
+        return self.pinned[v] if v is not None and v < len(self.pinned) else 0
 
     def needs_input(self, v: int) -> bool:
         """Whether stage j's backward needs a_j when it ran with variant ``v``: it reads it,
@@ -395,6 +403,7 @@ def simulate(stages: Sequence[ChainStage], actions: Sequence[Action]) -> tuple[i
     n = len(stages)
     grads_after = _grads_after(stages)
     held: dict[str, int] = {f"g{n}": stages[-1].x_out}
+    variant: dict[int, int] = {}
     done = n
     peak = 0
     seconds = 0.0
@@ -406,6 +415,7 @@ def simulate(stages: Sequence[ChainStage], actions: Sequence[Action]) -> tuple[i
             held[f"a{j + 1}"] = st.x_out
             if v is not None:
                 held[f"k{j}"] = st.options[v][0]
+                variant[j] = v
                 seconds += st.options[v][1]
             peak = max(peak, sum(held.values()) + st.fwd_transient + grads_after[done])
             seconds += st.seconds
@@ -414,7 +424,8 @@ def simulate(stages: Sequence[ChainStage], actions: Sequence[Action]) -> tuple[i
         else:
             held.pop(f"a{j + 1}", None)  # the model's output, for the last stage
             kept = held.get(f"k{j}", 0)
-            extra = st.full - kept + (st.x_out if st.saves_out else 0)
+            extra = (st.full - kept + (st.x_out if st.saves_out else 0)
+                     + st.pinned_bytes(variant.pop(j, None)))
             peak = max(peak, sum(held.values()) + extra + st.g_in + st.bwd_transient
                        + grads_after[j])
             for key in (f"k{j}", f"a{j}", f"g{j + 1}"):
@@ -526,7 +537,7 @@ def solve_chain(
                 h = q(kept)
                 held = x_in[s] if st.needs_input(v) else 0
                 need = max(x_in[s] + g_t + h + x_out[s] + ftr[s] + after[t],
-                           bwd_need - x_in[s] + held)
+                           bwd_need - x_in[s] + held + q(st.pinned_bytes(v)))
                 rest = 0.0 if length == 1 else _shift(cost[s + 1, t], held + h)
                 cand = np.where(m >= need, st.seconds + extra + rest, np.inf)
                 better = cand < best
