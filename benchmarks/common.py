@@ -99,11 +99,15 @@ def best_time(fn: Callable[[], None], repeats: int, warmup: int) -> tuple[float,
 
 
 def interleaved(fns: dict[str, Callable[[], None]], repeats: int, warmup: int,
-                clock: Callable[[], float] = time.perf_counter) -> dict[str, tuple[float, float]]:
+                clock: Callable[[], float] = time.perf_counter,
+                lead: int = 0) -> dict[str, tuple[float, float]]:
     """``best_time`` of several functions, timed in turn within each repeat, so that on a
     shared, noisy machine they see the same load (compare their medians). ``clock`` may be
     ``time.process_time``: the CPU time of this process, which leaves out the time other
-    processes hold the cores (for code that runs on one thread).
+    processes hold the cores (for code that runs on one thread). ``lead`` untimed runs of
+    the same function come right before each timed run: a step then follows a step of its
+    own, as in a training loop, rather than the other framework's (whose threads may still
+    spin, or have let their own go to sleep).
 
     Example:
         >>> t = interleaved({"a": lambda: None, "b": lambda: None}, repeats=3, warmup=1)
@@ -116,6 +120,8 @@ def interleaved(fns: dict[str, Callable[[], None]], repeats: int, warmup: int,
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeats):
         for k, fn in fns.items():
+            for _ in range(lead):
+                fn()
             gc.collect()
             t0 = clock()
             fn()

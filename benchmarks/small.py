@@ -17,12 +17,14 @@ medians.
 
 Usage:
     python benchmarks/small.py [--repeats 20] [--warmup 3] [--only nanogpt,train]
-                               [--clock wall|cpu] [--threads N]
+                               [--clock wall|cpu] [--threads N] [--lead N]
 
 ``--clock cpu`` times with the process's CPU time (all its threads) instead of the wall
 clock, and ``--threads 1`` runs PyTorch on one thread (set ``OPENBLAS_NUM_THREADS=1`` for
 NumPy's BLAS too): on a machine shared with other jobs that compares the two frameworks'
-work rather than the load.
+work rather than the load. ``--lead 1`` runs one untimed step of the same case right
+before each timed one, so that a step follows a step of its own, as in a training loop
+(by default each follows the previous case's, the other framework's or the other mode's).
 """
 
 from __future__ import annotations
@@ -179,7 +181,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="wall time, or this process's CPU time (default: wall)")
     parser.add_argument("--threads", type=int, default=2,
                         help="PyTorch's intra-op threads (default: 2)")
+    parser.add_argument("--lead", type=int, default=0,
+                        help="untimed steps of the same case before each timed one (default: 0)")
     args = parser.parse_args(argv)
+    if args.lead < 0:
+        parser.error(f"--lead: expected a count >= 0, got {args.lead}")
     names = args.only.split(",")
     for name in names:
         if name not in MODELS:
@@ -199,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                 weights = {k: p.numpy().copy() for k, p in model.named_parameters()}
                 fns["pytorch"] = _torch_step(torch, sizes, weights, checkpointed)
             first = {k: fn() for k, fn in fns.items()}  # the same weights: the same loss
-            t = interleaved(fns, args.repeats, args.warmup, clock)
+            t = interleaved(fns, args.repeats, args.warmup, clock, args.lead)
             ours, theirs = t["memgrad"][1], t.get("pytorch", (None, None))[1]
             ratio = ours / theirs if theirs else None
             mode = "checkpointed" if checkpointed else "plain"
@@ -209,12 +215,14 @@ def main(argv: list[str] | None = None) -> int:
                   "pytorch_best_s": theirs and round(t["pytorch"][0], 5),
                   "ratio": ratio and round(ratio, 3), "first_loss": first,
                   "target_ratio": TARGET, "repeats": args.repeats, "clock": args.clock,
-                  "torch_threads": args.threads, "machine": machine})
+                  "torch_threads": args.threads, "lead": args.lead, "machine": machine})
             rows.append([name, mode, ours, theirs, None if ratio is None else f"{ratio:.2f}x",
                          f"{first['memgrad']:.5f}",
                          f"{first['pytorch']:.5f}" if "pytorch" in first else None])
     print()
-    print(f"training step, seconds ({args.clock} clock, median of {args.repeats}, interleaved); "
+    lead = f", {args.lead} untimed before each" if args.lead else ""
+    print(f"training step, seconds ({args.clock} clock, median of {args.repeats}, interleaved"
+          f"{lead}); "
           f"{machine['cpu']}, "
           f"{machine['cores']} cores, BLAS {machine['blas']}")
     print(table(["model", "mode", "memgrad", "pytorch", "ratio", "loss (mg)", "loss (pt)"],
