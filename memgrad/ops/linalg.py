@@ -49,10 +49,8 @@ def _batched(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     b = math.prod(x.shape[:-2])
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
     macs = b * m * k * n
-    if b < 2:
+    if b < 2 or macs < parts.PARTS_MIN_MACS:
         return np.matmul(x, y)
-    if macs < parts.PARTS_MIN_MACS:
-        return parts.on_one_blas_thread(macs, np.matmul, x, y)
     out = np.empty(x.shape[:-2] + (m, n), dtype=np.result_type(x, y))
     if x.shape[0] >= 8:
         # parts of the first batch dimension: slices of strided operands (attention's

@@ -225,12 +225,8 @@ def _add_product(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
             product(0, 0, 0, 1.0)
             return
     rows = max(1, ADD_BLOCK_BYTES // max(1, b.shape[1] * c.itemsize))
-
-    def blocks() -> None:
-        for r in range(0, c.shape[0], rows):
-            c[r : r + rows] += a[r : r + rows] @ b
-
-    parts.on_one_blas_thread(c.size * a.shape[1], blocks)
+    for r in range(0, c.shape[0], rows):
+        c[r : r + rows] += a[r : r + rows] @ b
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -25,22 +25,27 @@ NOTE [ Products in parts of their rows ]
 A large product with one matrix operand (linear's forward through ``Gemm``, its gradients
 through ``matmul``) runs in parts too: ``rows_in_parts`` splits its output's rows into one
 contiguous part per BLAS thread, each a single-threaded BLAS call on that part's rows of the
-left operand, so that every large product and every kernel of an op in parts (NOTE [ Row
-parts ] in ops/nn.py) runs on the helper threads of ``in_parts``. Left to its own threads,
+left operand, so that the large products and the kernels of an op in parts (NOTE [ Row
+parts ] in ops/nn.py) run on the helper threads of ``in_parts``. Left to its own threads,
 OpenBLAS wakes them for each product, and after it they spin, waiting for the next one
 (``OPENBLAS_THREAD_TIMEOUT``, by default some 2**28 cycles): on two cores they took a core
 from the kernels' parts and from the NumPy work between the products, and in a W2 step
 (the transformer of benchmarks/workloads.py) OpenBLAS's threads burnt about as many CPU
 seconds as memgrad's own (3.7 CPU seconds per step against 1.5 in parts, on a loaded
-machine). The inner dimension is not split and the parts start at multiples of
-``ROW_ALIGN`` rows, so each element is computed as single-threaded BLAS computes it in the
-whole product: the values do not depend on the split (for some shapes they differ in the
-last bits from OpenBLAS's own two-thread split, as they already differ between one and two
-BLAS threads). A product too small for parts but large enough for OpenBLAS to thread it
-(``BLAS_MIN_MACS``) runs whole on the calling thread with one BLAS thread
-(``on_one_blas_thread``), so OpenBLAS's threads do not wake for it either: a small model's
-step then takes one core where it took two. Without the per-thread count, the product runs
-whole on the calling thread, on BLAS's own threads.
+machine). A part, though, is handed to a sleeping thread, and waking it costs tens of
+microseconds, on a virtual machine whose host is busy up to milliseconds; each part also
+packs the whole right operand again. Below ``PRODUCT_PARTS_MIN_MACS`` multiply-adds that
+costs more than the product gains from the second core: a 1024x64x256 product took
+0.31-0.56 ms in parts against 0.25 ms on OpenBLAS's two threads (0.45 ms on one), and a
+small transformer's training step, all of whose products are that small, 10-15% longer.
+Such a product therefore runs whole on the calling thread, on OpenBLAS's own threads, and
+the spinning after it costs the short steps of small models little. From that size on, a
+product runs in parts; the inner dimension is not split and the parts start at multiples
+of ``ROW_ALIGN`` rows, so each element is computed as single-threaded BLAS computes it in
+the whole product: the values do not depend on the split (for some shapes they differ in
+the last bits from OpenBLAS's own two-thread split, as they already differ between one and
+two BLAS threads). Without the per-thread count, every product runs whole on BLAS's own
+threads.
 
 NOTE [ Accumulating GEMM ]
 ``Gemm(a, b, c)`` computes ``c = a @ b + beta * c`` for 2-D float32 or float64 views whose
@@ -68,16 +73,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PARTS_MIN_MACS", "BLAS_MIN_MACS", "ROW_ALIGN", "Parts", "in_parts",
-           "on_one_blas_thread", "rows_in_parts", "rows_product", "Gemm"]
+__all__ = ["PARTS_MIN_MACS", "PRODUCT_PARTS_MIN_MACS", "ROW_ALIGN", "Parts", "in_parts",
+           "rows_in_parts", "rows_product", "Gemm"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
 PARTS_MIN_MACS = 1 << 23
-# multiply-adds from which OpenBLAS runs a product on its own threads (65536 times its
-# GEMM_MULTITHREAD_THRESHOLD of 4); an op between this and PARTS_MIN_MACS runs on the calling
-# thread with one BLAS thread, so that those threads never wake
-BLAS_MIN_MACS = 1 << 18
+# multiply-adds from which a product with one matrix operand runs in parts of its rows;
+# below, it runs whole on BLAS's own threads (NOTE [ Products in parts of their rows ])
+PRODUCT_PARTS_MIN_MACS = 1 << 26
 # the parts of a product's rows (rows_in_parts) start at multiples of this: a multiple of
 # OpenBLAS's row unrolling, so that each part is tiled as that part of the whole product
 ROW_ALIGN = 16
@@ -219,25 +223,6 @@ def _set_local() -> Any:
     return Parts.set_local
 
 
-def on_one_blas_thread(macs: int, fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)``, a product of ``macs`` multiply-adds too few for parts, with the calling
-    thread's BLAS on one thread where OpenBLAS would run it on its own threads (NOTE [
-    Products in parts of their rows ]).
-
-    Example:
-        >>> on_one_blas_thread(6, max, 2, 3)
-        3
-    """
-    set_local = _set_local()
-    if set_local is None or macs < BLAS_MIN_MACS:
-        return fn(*args)
-    prev = set_local(1)
-    try:
-        return fn(*args)
-    finally:
-        set_local(prev)
-
-
 def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
     """``[work(lo, hi), ...]`` over contiguous parts of the batch ``range(n)``: one part per
     BLAS thread, each on its own thread with single-threaded BLAS, or ``[work(0, n)]`` when
@@ -296,14 +281,15 @@ def _join(helpers: list) -> list:
 def rows_in_parts(rows: int, macs: int, work: Callable[[int, int], Any]) -> None:
     """``work(lo, hi)`` over contiguous parts of ``range(rows)``, a product's rows, as
     ``in_parts`` runs them (NOTE [ Products in parts of their rows ]): each part's bounds are
-    multiples of ``ROW_ALIGN``; ``macs`` is the whole product's multiply-adds.
+    multiples of ``ROW_ALIGN``; ``macs`` is the whole product's multiply-adds. A product of
+    fewer than ``PRODUCT_PARTS_MIN_MACS`` runs whole, on BLAS's own threads.
 
     Example:
         >>> rows_in_parts(40, 0, lambda lo, hi: print(lo, hi))  # too small to split: one part
         0 40
     """
-    if macs < PARTS_MIN_MACS:
-        on_one_blas_thread(macs, work, 0, rows)
+    if macs < PRODUCT_PARTS_MIN_MACS:
+        work(0, rows)
         return
     blocks = -(-rows // ROW_ALIGN)
     in_parts(blocks, macs, lambda lo, hi: work(lo * ROW_ALIGN, min(rows, hi * ROW_ALIGN)))
@@ -314,8 +300,8 @@ _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 def rows_product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``x @ y`` for a matrix ``y``, as ``np.matmul``: large enough, in parts of ``x``'s rows
-    on every core, else with one BLAS thread (NOTE [ Products in parts of their rows ]), as
-    linear's products and their gradients.
+    on every core, else whole on BLAS's own threads (NOTE [ Products in parts of their rows
+    ]), as linear's products and their gradients.
 
     Example:
         >>> rows_product(np.ones((2, 3)), np.ones((3, 1))).ravel().tolist()
@@ -323,7 +309,7 @@ def rows_product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """
     k, n = y.shape
     rows = math.prod(x.shape[:-1])
-    if rows * k * n < BLAS_MIN_MACS or x.dtype != y.dtype or x.dtype not in _BLAS_DTYPES \
+    if rows * k * n < PRODUCT_PARTS_MIN_MACS or x.dtype != y.dtype or x.dtype not in _BLAS_DTYPES \
             or not (x.ndim == 2 or x.flags.c_contiguous):
         return np.matmul(x, y)
     x2 = x.reshape(rows, k)  # a view: x is a matrix or C-contiguous
@@ -411,7 +397,7 @@ class Gemm:
             pa, pb, pc = self.ptrs
             lda, ldb, ldc = self.lds
             order, ta, tb, m, n, k, alpha = self.head
-            if m * n * k < BLAS_MIN_MACS:
+            if m * n * k < PRODUCT_PARTS_MIN_MACS:
                 self.fn(order, ta, tb, m, n, k, alpha, pa + da, lda, pb + db, ldb, beta,
                         pc + dc, ldc)
                 return

@@ -36,7 +36,7 @@ def two_threads(monkeypatch):
     monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
     monkeypatch.setattr(parts_mod.Parts, "helpers", None)
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
-    monkeypatch.setattr(parts_mod, "BLAS_MIN_MACS", 0)
+    monkeypatch.setattr(parts_mod, "PRODUCT_PARTS_MIN_MACS", 0)
     yield calls
     stop_helpers()
 
@@ -405,8 +405,8 @@ def test_linear_in_parts_with_numpys_openblas():
     before = set_local(1)
     set_local(before)
     rng = np.random.default_rng(12)
-    a = rng.standard_normal((512, 128)).astype(np.float32)
-    w = (rng.standard_normal((256, 128)) / 8).astype(np.float32)
+    a = rng.standard_normal((1024, 256)).astype(np.float32)  # PRODUCT_PARTS_MIN_MACS
+    w = (rng.standard_normal((256, 256)) / 8).astype(np.float32)
     bias = rng.standard_normal(256).astype(np.float32)
     x, wt, bt = (mg.tensor(v, requires_grad=True) for v in (a, w, bias))
     out = mg.nn.functional.linear(x, wt, bt)
@@ -464,20 +464,24 @@ def test_an_interrupt_while_the_pool_starts_a_thread_leaves_no_thread_behind(two
     assert parts_mod.in_parts(4, 0, lambda lo, hi: hi - lo) == [2, 2]  # a new pool
 
 
-def test_a_product_too_small_for_parts_runs_with_one_blas_thread(monkeypatch):
+def test_a_product_too_small_for_row_parts_runs_whole_on_blas_threads(monkeypatch):
+    # below PRODUCT_PARTS_MIN_MACS: on the calling thread, the BLAS count left alone
+    # (OpenBLAS's own threads); from it on, in parts
     calls = []
     monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
-    monkeypatch.setattr(parts_mod, "BLAS_MIN_MACS", 10)
-    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 10_000)
+    monkeypatch.setattr(parts_mod.Parts, "helpers", None)
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
     rng = np.random.default_rng(11)
     a, b = rng.standard_normal((40, 6)), rng.standard_normal((6, 4))
+    monkeypatch.setattr(parts_mod, "PRODUCT_PARTS_MIN_MACS", a.shape[0] * 6 * 4 + 1)
     np.testing.assert_array_equal(parts_mod.rows_product(a, b), np.matmul(a, b))
-    me = threading.current_thread().name
-    assert calls == [(me, 1), (me, 2)]  # one BLAS thread for the product, then as before
-    calls.clear()
     x = mg.tensor(a, requires_grad=True)
     mg.nn.functional.linear(x, mg.tensor(b.T)).sum().backward()  # forward and input gradient
-    assert calls == [(me, 1), (me, 2)] * 2
-    calls.clear()
-    np.testing.assert_array_equal(parts_mod.rows_product(a[:1, :1], b[:1]), a[:1, :1] @ b[:1])
-    assert calls == []  # below OpenBLAS's own threshold: nothing to set
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((40, 4)) @ b.T)
+    assert calls == []
+    monkeypatch.setattr(parts_mod, "PRODUCT_PARTS_MIN_MACS", a.shape[0] * 6 * 4)
+    try:
+        np.testing.assert_array_equal(parts_mod.rows_product(a, b), np.matmul(a, b))
+        assert {name for name, _ in calls if name.startswith("memgrad-parts")}
+    finally:
+        stop_helpers()
