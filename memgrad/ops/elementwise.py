@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 
-# an element of relu's backward kernel in multiply-adds (for flat_kernel_in_parts): memory
+# an element of relu or its backward kernel in multiply-adds (for flat_kernel_in_parts): memory
 # bound, about 40 of the BLAS's multiply-adds in time
 _RELU_COST = 40
 
@@ -303,7 +303,16 @@ def _(gg, out, needs, g, y):
 @primitive("relu", saves={"out": (0,)}, public=True)
 def relu(x):
     """``max(x, 0)`` elementwise (the gradient at 0 is 0)."""
+    if (x.size * _RELU_COST >= parts.PARTS_MIN_MACS and _kernel_dtype(x)
+            and x.flags.c_contiguous):
+        # NumPy's maximum releases the GIL: a large array's parts run at once (a strided
+        # one stays whole, as a contiguous copy would cost another pass)
+        return flat_kernel_in_parts(_maximum_zero_into, _RELU_COST, x)
     return np.maximum(x, 0)
+
+
+def _maximum_zero_into(x: np.ndarray, out: np.ndarray) -> None:
+    np.maximum(x, 0, out=out)
 
 
 @relu.vjp

@@ -325,6 +325,24 @@ def test_relu_backward_in_parts_equals_one_kernel_call(two_threads):
     assert helpers, "no part ran on a helper thread"
 
 
+def test_relu_in_parts_equals_numpys_maximum(two_threads):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((7, 5))
+    x[0, :4] = [np.nan, -0.0, np.inf, -np.inf]
+    for a in (x, x.astype(np.float32)):
+        two_threads.clear()
+        y = mg.relu(mg.tensor(a)).numpy()
+        want = np.maximum(a, 0)
+        assert y.dtype == a.dtype
+        np.testing.assert_array_equal(y, want)
+        assert np.signbit(y[0, 1]) == np.signbit(want[0, 1])
+        helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+        assert helpers, "no part ran on a helper thread"
+    two_threads.clear()
+    np.testing.assert_array_equal(mg.relu(mg.tensor(x.T)).numpy(), np.maximum(x.T, 0))
+    assert not two_threads, "a strided input ran in parts"
+
+
 # ---------------------------------------------------------------------------- row parts
 
 def test_row_parts_start_at_multiples_of_the_row_alignment(two_threads, monkeypatch):
