@@ -1,5 +1,5 @@
 """Fused activation kernels: GELU forward and backward, in the exact (erf) form and the
-tanh approximation, sigmoid forward and backward, and relu's backward.
+tanh approximation, sigmoid forward and backward, and relu forward and backward.
 
 All kernels take flat contiguous float32 or float64 arrays and return a new array of the
 same dtype; the GELU and relu kernels' ``*_into`` forms write into a given ``out`` of the
@@ -45,6 +45,8 @@ __all__ = [
     "gelu_backward_into",
     "gelu_tanh_into",
     "gelu_tanh_backward_into",
+    "relu",
+    "relu_into",
     "relu_backward_into",
     "sigmoid",
     "sigmoid_backward",
@@ -55,6 +57,7 @@ __all__ = [
     "gelu_tanh_backward_reference",
     "sigmoid_reference",
     "sigmoid_backward_reference",
+    "relu_reference",
     "relu_backward_reference",
 ]
 
@@ -257,6 +260,25 @@ def sigmoid_backward(g, y):
 
 
 @njit(cache=True, nogil=True)
+def relu_into(x, out):
+    """``out = max(x, 0)`` as NumPy's ``maximum(x, 0)``: NaN stays NaN and -0.0 becomes 0.0.
+    A select that LLVM vectorizes: NumPy's ``maximum`` with a scalar operand runs one
+    element at a time on AVX2 machines (NOTE [ relu's forward kernel ] in ops/elementwise.py)."""
+    _check_out(x, out)
+    for i in range(x.shape[0]):
+        v = x[i]
+        out[i] = 0.0 if v <= 0.0 else v
+
+
+@njit(cache=True, nogil=True)
+def relu(x):
+    """``max(x, 0)`` (see ``relu_into``)."""
+    out = np.empty_like(x)
+    relu_into(x, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
 def relu_backward_into(g, y, out):
     """``out = g * (y > 0)``: the gradient of ``y = relu(x)`` times ``g``, in one pass (the
     multiply keeps NumPy's ``nan * 0 = nan``)."""
@@ -310,6 +332,11 @@ def sigmoid_reference(x):
 def sigmoid_backward_reference(g, y):
     """NumPy formulation of ``sigmoid_backward``."""
     return g * y * (1 - y)
+
+
+def relu_reference(x):
+    """NumPy formulation of ``relu``."""
+    return np.maximum(x, 0)
 
 
 def relu_backward_reference(g, y):

@@ -91,6 +91,31 @@ def test_sigmoid_backward_matches_reference(n, scale, dtype, seed):
 
 @SETTINGS
 @common
+def test_relu_matches_reference_exactly(n, scale, dtype, seed):
+    x, _ = _draw(seed, n, scale, dtype)
+    out = np.empty_like(x)
+    A.relu_into(x, out)
+    np.testing.assert_array_equal(out, A.relu_reference(x))
+    np.testing.assert_array_equal(A.relu(x), out)
+    assert A.relu(x).dtype == dtype
+    A.relu_into(x, x)  # in place
+    np.testing.assert_array_equal(x, out)
+
+
+def test_relu_keeps_nan_and_clears_the_sign_of_zero():
+    for dtype in (np.float32, np.float64):
+        x = np.array([np.nan, -0.0, 0.0, -np.inf, np.inf, -1.5, 2.5, -1e-40], dtype)
+        out = np.full_like(x, 7.0)
+        A.relu_into(x, out)
+        want = A.relu_reference(x)
+        np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+    with pytest.raises(ValueError, match="out must have the input's shape"):
+        A.relu_into(x, out[:3])
+
+
+@SETTINGS
+@common
 def test_relu_backward_matches_reference_exactly(n, scale, dtype, seed):
     x, g = _draw(seed, n, scale, dtype)
     y = np.maximum(x, 0)

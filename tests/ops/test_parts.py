@@ -325,23 +325,22 @@ def test_relu_backward_in_parts_equals_one_kernel_call(two_threads):
     assert helpers, "no part ran on a helper thread"
 
 
-def test_relu_in_parts_equals_numpys_maximum(two_threads):
+def test_relu_and_relu_in_place_in_parts_equal_numpys_maximum(two_threads, monkeypatch):
+    monkeypatch.setattr(mg.ops.elementwise, "_RELU_KERNEL_MIN", 0)
     rng = np.random.default_rng(9)
     x = rng.standard_normal((7, 5))
     x[0, :4] = [np.nan, -0.0, np.inf, -np.inf]
-    for a in (x, x.astype(np.float32)):
-        two_threads.clear()
-        y = mg.relu(mg.tensor(a)).numpy()
+    for a in (x, x.astype(np.float32), x.T):
         want = np.maximum(a, 0)
-        assert y.dtype == a.dtype
-        np.testing.assert_array_equal(y, want)
-        assert np.signbit(y[0, 1]) == np.signbit(want[0, 1])
-        helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
-        assert helpers, "no part ran on a helper thread"
-    two_threads.clear()
-    np.testing.assert_array_equal(mg.relu(mg.tensor(x.T)).numpy(), np.maximum(x.T, 0))
-    assert not two_threads, "a strided input ran in parts"
-
+        for got in (mg.relu(mg.tensor(a)).numpy(), mg.tensor(a.copy()).relu_().numpy()):
+            assert got.dtype == a.dtype
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+    view = mg.tensor(x.copy())[:, 1:4]  # relu_ on a strided view: NumPy's maximum in place
+    view.relu_()
+    np.testing.assert_array_equal(view.numpy(), np.maximum(x[:, 1:4], 0))
 
 # ---------------------------------------------------------------------------- row parts
 

@@ -728,6 +728,26 @@ def test_clamp_relu_inplace():
     assert t._version == 1
 
 
+
+@pytest.mark.parametrize("shape", [(3, 4), (64, 64), (2, 64, 65)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_and_relu_inplace_equal_numpys_maximum_on_each_path(shape, dtype):
+    # below, at and above the size from which relu runs its compiled kernel
+    a = np.random.default_rng(3).standard_normal(shape).astype(dtype)
+    a.reshape(-1)[:4] = [np.nan, -0.0, -np.inf, np.inf]
+    want = np.maximum(a, 0)
+    x = T(a.copy(), requires_grad=True)
+    y = x.relu()
+    np.testing.assert_array_equal(y.numpy(), want)
+    np.testing.assert_array_equal(np.signbit(y.numpy()), np.signbit(want))
+    g = np.random.default_rng(4).standard_normal(shape).astype(dtype)
+    y.backward(T(g))
+    np.testing.assert_array_equal(x.grad.numpy(), g * (want > 0))
+    t = T(a.copy())
+    t.relu_()
+    np.testing.assert_array_equal(t.numpy(), want)
+    np.testing.assert_array_equal(np.signbit(t.numpy()), np.signbit(want))
+
 def test_inplace_on_view_changes_base_and_shares_version():
     a = arr(3, 4)
     base = T(a.copy())
