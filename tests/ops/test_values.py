@@ -748,6 +748,24 @@ def test_relu_and_relu_inplace_equal_numpys_maximum_on_each_path(shape, dtype):
     np.testing.assert_array_equal(t.numpy(), want)
     np.testing.assert_array_equal(np.signbit(t.numpy()), np.signbit(want))
 
+
+@pytest.mark.parametrize("exponent", [2, 2.0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_square_by_pow_equals_numpys_power_and_its_gradient(exponent, dtype):
+    a = np.random.default_rng(5).standard_normal(64).astype(dtype)
+    a[:4] = [np.nan, -0.0, np.inf, -np.inf]
+    x = T(a.copy(), requires_grad=True)
+    y = x**exponent
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y.numpy(), np.power(a, exponent))
+    np.testing.assert_array_equal(np.signbit(y.numpy()), np.signbit(np.power(a, exponent)))
+    g = np.random.default_rng(6).standard_normal(64).astype(dtype)
+    y.backward(T(g))
+    np.testing.assert_array_equal(x.grad.numpy(), g * 2 * a)
+    ints = T(np.arange(-3, 4))
+    np.testing.assert_array_equal((ints**2).numpy(), np.arange(-3, 4) ** 2)
+    assert (ints**2).dtype == np.int64 and (ints**2.0).dtype == np.float64
+
 def test_inplace_on_view_changes_base_and_shares_version():
     a = arr(3, 4)
     base = T(a.copy())
