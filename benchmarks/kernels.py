@@ -39,7 +39,7 @@ import numpy as np
 
 __all__ = ["Case", "cases", "measure", "compile_times", "main"]
 
-MODULES = ("activation", "softmax", "norm", "loss", "scatter")
+MODULES = ("activation", "softmax", "norm", "loss", "scatter", "select")
 KEEP_AT = 2.0
 
 
@@ -74,6 +74,11 @@ def _grad_sigmoid(n: int, d: int, dt: np.dtype) -> tuple:
 
 def _grad_relu(n: int, d: int, dt: np.dtype) -> tuple:
     return _normal((n * d,), dt, 1), np.maximum(_normal((n * d,), dt, 0), 0)
+
+
+def _select(n: int, d: int, dt: np.dtype) -> tuple:
+    cond = np.random.default_rng(2).random(n * d) < 0.5  # true at random, half the time
+    return cond, _normal((n * d,), dt, 0), _normal((n * d,), dt, 1)
 
 
 def _rows(n: int, d: int, dt: np.dtype) -> tuple:
@@ -194,6 +199,7 @@ def cases() -> list[Case]:
         Case("nll_forward", "loss", "nll_forward", None, _nll_forward, cols=256),
         Case("nll_backward", "loss", "nll_backward", None, _nll_backward, cols=256),
         Case("index_add_rows", "scatter", "index_add_rows", None, _scatter),
+        Case("where", "select", "where", None, _select),
     ]
 
 

@@ -342,6 +342,23 @@ def test_relu_and_relu_in_place_in_parts_equal_numpys_maximum(two_threads, monke
     view.relu_()
     np.testing.assert_array_equal(view.numpy(), np.maximum(x[:, 1:4], 0))
 
+
+def test_where_in_parts_equals_numpys_where(two_threads, monkeypatch):
+    monkeypatch.setattr(mg.ops.elementwise, "_WHERE_KERNEL_MIN", 0)
+    rng = np.random.default_rng(10)
+    x, y = rng.standard_normal((9, 7)), rng.standard_normal((9, 7))
+    x[0, :3] = [np.nan, -0.0, np.inf]
+    cond = rng.random((9, 7)) > 0.5
+    for a, b in ((x, y), (x, 0.0), (-0.0, y.astype(np.float32))):
+        got = mg.where(mg.tensor(cond), mg.tensor(a) if isinstance(a, np.ndarray) else a,
+                       mg.tensor(b) if isinstance(b, np.ndarray) else b).numpy()
+        want = np.where(cond, a, b)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+
 # ---------------------------------------------------------------------------- row parts
 
 def test_row_parts_start_at_multiples_of_the_row_alignment(two_threads, monkeypatch):

@@ -766,6 +766,47 @@ def test_square_by_pow_equals_numpys_power_and_its_gradient(exponent, dtype):
     np.testing.assert_array_equal((ints**2).numpy(), np.arange(-3, 4) ** 2)
     assert (ints**2).dtype == np.int64 and (ints**2.0).dtype == np.float64
 
+
+def _where_operands():
+    rng = np.random.default_rng(7)
+    x, y = (rng.standard_normal((64, 100)).astype(np.float32) for _ in range(2))
+    x[0, :4] = [np.nan, -0.0, np.inf, -np.inf]
+    cond = rng.random((64, 100)) > 0.5
+    conds = (cond, cond[:1], cond[:, :1], np.array(True))
+    pairs = ((x, y), (x, 0.0), (0.0, y), (x, -0.0), (x, np.float64(2.0)), (x, np.array(-np.inf)),
+             (x.astype(np.float64), y), (np.round(x[1:2] * 3).astype(np.int64), 0.5), (x, y[:1]),
+             (x[:1], y[:1]), (x.T.copy().T, y))
+    return conds, pairs
+
+
+def test_where_equals_numpys_where_on_each_path():
+    # the select kernels (6,400 elements, past their threshold), a broadcast condition, a
+    # Python or NumPy scalar on either side, mixed dtypes, and the cases left to NumPy
+    conds, pairs = _where_operands()
+    for cond in conds:
+        for x, y in pairs:
+            got = mg.where(T(cond), T(x) if isinstance(x, np.ndarray) else x,
+                           T(y) if isinstance(y, np.ndarray) else y).numpy()
+            want = np.where(cond, x, y)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_where_and_masked_fill_gradients_on_the_kernel_path():
+    conds, ((x, y), *_) = _where_operands()
+    g = np.random.default_rng(8).standard_normal(x.shape).astype(np.float32)
+    for cond in conds:
+        a, b = T(x.copy(), requires_grad=True), T(y.copy(), requires_grad=True)
+        mg.where(T(cond), a, b).backward(T(g))
+        np.testing.assert_array_equal(a.grad.numpy(), np.where(cond, g, 0.0))
+        np.testing.assert_array_equal(b.grad.numpy(), np.where(cond, 0.0, g))
+        filled = a.masked_fill(T(cond), -np.inf)
+        np.testing.assert_array_equal(filled.numpy(), np.where(cond, -np.inf, x))
+        a.grad = None
+        filled.backward(T(g))
+        np.testing.assert_array_equal(a.grad.numpy(), np.where(cond, 0.0, g))
+
 def test_inplace_on_view_changes_base_and_shares_version():
     a = arr(3, 4)
     base = T(a.copy())
