@@ -181,6 +181,7 @@ def cases() -> list[Case]:
         Case("gelu_tanh_backward", "activation", "gelu_tanh_backward", None, _grad_flat),
         Case("sigmoid", "activation", "sigmoid", None, _flat),
         Case("sigmoid_backward", "activation", "sigmoid_backward", None, _grad_sigmoid),
+        Case("exp", "activation", "exp", None, _flat),
         Case("relu", "activation", "relu", None, _flat),
         Case("relu_backward", "activation", "relu_backward", None, _grad_relu),
         Case("softmax_forward", "softmax", "softmax_forward", None, _rows),

@@ -1,5 +1,5 @@
 """Fused activation kernels: GELU forward and backward, in the exact (erf) form and the
-tanh approximation, sigmoid forward and backward, and relu forward and backward.
+tanh approximation, sigmoid forward and backward, relu forward and backward, and ``exp``.
 
 All kernels take flat contiguous float32 or float64 arrays and return a new array of the
 same dtype; the GELU and relu kernels' ``*_into`` forms write into a given ``out`` of the
@@ -45,6 +45,8 @@ __all__ = [
     "gelu_backward_into",
     "gelu_tanh_into",
     "gelu_tanh_backward_into",
+    "exp",
+    "exp_into",
     "relu",
     "relu_into",
     "relu_backward_into",
@@ -57,6 +59,7 @@ __all__ = [
     "gelu_tanh_backward_reference",
     "sigmoid_reference",
     "sigmoid_backward_reference",
+    "exp_reference",
     "relu_reference",
     "relu_backward_reference",
 ]
@@ -259,6 +262,24 @@ def sigmoid_backward(g, y):
     return out
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def exp_into(x, out):
+    """``out = e ** x`` by ``softmax.fast_exp`` in the input's own lanes: for float32,
+    Cephes' ``expf`` (within 1 ulp; NumPy's float32 ``exp`` was measured at up to 2.3),
+    for float64 within 1 ulp. 0, subnormals, inf and NaN come out as IEEE says."""
+    _check_out(x, out)
+    for i in range(x.shape[0]):
+        out[i] = fast_exp(x[i])
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def exp(x):
+    """``e ** x`` (see ``exp_into``)."""
+    out = np.empty_like(x)
+    exp_into(x, out)
+    return out
+
+
 @njit(cache=True, nogil=True)
 def relu_into(x, out):
     """``out = max(x, 0)`` as NumPy's ``maximum(x, 0)``: NaN stays NaN and -0.0 becomes 0.0.
@@ -332,6 +353,11 @@ def sigmoid_reference(x):
 def sigmoid_backward_reference(g, y):
     """NumPy formulation of ``sigmoid_backward``."""
     return g * y * (1 - y)
+
+
+def exp_reference(x):
+    """NumPy formulation of ``exp``."""
+    return np.exp(x)
 
 
 def relu_reference(x):

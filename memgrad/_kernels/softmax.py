@@ -56,14 +56,18 @@ def fast_exp(y):
     element at a time). Float32 ``y``: Cephes' ``expf``, in float32 lanes, relative error
     below 1.2e-7. Float64 ``y``: Taylor to degree 13, within 1 ulp (measured over
     [-745, 710]). Subnormal results, 0, inf and NaN come out as IEEE says. Run as plain
-    Python (``NUMBA_DISABLE_JIT=1``) it is ``math.exp``.
+    Python (``NUMBA_DISABLE_JIT=1``) it is ``math.exp``, with inf for an overflow (where
+    ``math.exp`` raises).
 
     Call it only from functions compiled without ``fastmath``: reassociation would undo its
     exact range reduction. numba's cache does not notice a change here in the kernels of
     other modules that inline it (activation.py, loss.py): after editing it, delete
     ``memgrad/_kernels/__pycache__``.
     """
-    return math.exp(y)
+    try:
+        return math.exp(y)
+    except OverflowError:
+        return math.inf
 
 
 def _fma(a, b, c):

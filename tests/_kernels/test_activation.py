@@ -91,6 +91,37 @@ def test_sigmoid_backward_matches_reference(n, scale, dtype, seed):
 
 @SETTINGS
 @common
+def test_exp_is_within_one_ulp_of_the_exact_value(n, scale, dtype, seed):
+    x, _ = _draw(seed, n, scale * 8, dtype)
+    out = np.full_like(x, 7.0)
+    A.exp_into(x, out)
+    np.testing.assert_array_equal(A.exp(x), out)
+    assert out.dtype == dtype
+    want = np.exp(x.astype(np.longdouble))
+    finite = want < np.finfo(dtype).max
+    spacing = np.spacing(want.astype(dtype)).astype(np.longdouble)
+    assert (np.abs(out.astype(np.longdouble) - want) / spacing)[finite].max(initial=0) <= 1.01
+    assert np.isinf(out[~finite]).all()
+
+
+def test_exp_of_special_values():
+    for dtype in (np.float32, np.float64):
+        x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -1e4, 1e4, 88.0, -103.0], dtype)
+        with np.errstate(over="ignore", under="ignore"):
+            want = A.exp_reference(x)
+        got = A.exp(x)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        finite = np.isfinite(want) & (want > np.finfo(dtype).tiny)
+        np.testing.assert_array_equal(got[~finite & ~np.isnan(want)],
+                                      want[~finite & ~np.isnan(want)])
+        np.testing.assert_allclose(got[finite], want[finite], rtol=3e-7 if dtype == np.float32
+                                   else 3e-16)
+    with pytest.raises(ValueError, match="out must have the input's shape"):
+        A.exp_into(x, np.empty(3, np.float64))
+
+
+@SETTINGS
+@common
 def test_relu_matches_reference_exactly(n, scale, dtype, seed):
     x, _ = _draw(seed, n, scale, dtype)
     out = np.empty_like(x)

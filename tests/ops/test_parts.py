@@ -326,7 +326,7 @@ def test_relu_backward_in_parts_equals_one_kernel_call(two_threads):
 
 
 def test_relu_and_relu_in_place_in_parts_equal_numpys_maximum(two_threads, monkeypatch):
-    monkeypatch.setattr(mg.ops.elementwise, "_RELU_KERNEL_MIN", 0)
+    monkeypatch.setattr(mg.ops.elementwise, "_KERNEL_MIN", 0)
     rng = np.random.default_rng(9)
     x = rng.standard_normal((7, 5))
     x[0, :4] = [np.nan, -0.0, np.inf, -np.inf]
@@ -344,7 +344,7 @@ def test_relu_and_relu_in_place_in_parts_equal_numpys_maximum(two_threads, monke
 
 
 def test_where_in_parts_equals_numpys_where(two_threads, monkeypatch):
-    monkeypatch.setattr(mg.ops.elementwise, "_WHERE_KERNEL_MIN", 0)
+    monkeypatch.setattr(mg.ops.elementwise, "_KERNEL_MIN", 0)
     rng = np.random.default_rng(10)
     x, y = rng.standard_normal((9, 7)), rng.standard_normal((9, 7))
     x[0, :3] = [np.nan, -0.0, np.inf]
@@ -356,6 +356,17 @@ def test_where_in_parts_equals_numpys_where(two_threads, monkeypatch):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    assert helpers, "no part ran on a helper thread"
+
+
+def test_float32_exp_in_parts_equals_one_kernel_call(two_threads, monkeypatch):
+    from memgrad._kernels import activation
+
+    monkeypatch.setattr(mg.ops.elementwise, "_KERNEL_MIN", 0)
+    x = (4 * np.random.default_rng(12).standard_normal((9, 7))).astype(np.float32)
+    np.testing.assert_array_equal(mg.tensor(x).exp().numpy(),
+                                  activation.exp(x.reshape(-1)).reshape(x.shape))
     helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
     assert helpers, "no part ran on a helper thread"
 

@@ -807,6 +807,29 @@ def test_where_and_masked_fill_gradients_on_the_kernel_path():
         filled.backward(T(g))
         np.testing.assert_array_equal(a.grad.numpy(), np.where(cond, 0.0, g))
 
+
+@pytest.mark.parametrize("n", [100, 5000])
+def test_exp_on_each_path_and_its_gradient(n):
+    # float32 from 4,096 elements: the compiled kernel, within one ulp of the exact value;
+    # float64 and small arrays: NumPy's exp
+    rng = np.random.default_rng(11)
+    for dtype in (np.float32, np.float64):
+        a = (8 * rng.standard_normal(n)).astype(dtype)
+        a[:3] = [np.nan, -np.inf, 0.0]
+        x = T(a.copy(), requires_grad=True)
+        y = x.exp()
+        assert y.dtype == dtype
+        want = np.exp(a.astype(np.longdouble))
+        got = y.numpy().astype(np.longdouble)
+        assert np.isnan(got[0]) and got[1] == 0 and got[2] == 1
+        ulps = np.abs(got - want)[3:] / np.spacing(want.astype(dtype)).astype(np.longdouble)[3:]
+        assert ulps.max() <= (1.01 if dtype == np.float32 and n >= 4096 else 2.5)
+        if dtype == np.float64:
+            np.testing.assert_array_equal(y.numpy(), np.exp(a))
+        g = rng.standard_normal(n).astype(dtype)
+        y.backward(T(g))
+        np.testing.assert_array_equal(x.grad.numpy(), g * y.numpy())
+
 def test_inplace_on_view_changes_base_and_shares_version():
     a = arr(3, 4)
     base = T(a.copy())
