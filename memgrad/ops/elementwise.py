@@ -63,7 +63,10 @@ _KERNEL_MIN = 4096
 
 
 def _kernel_dtype(a) -> bool:
-    return isinstance(a, np.ndarray) and a.dtype in (np.float32, np.float64)
+    return isinstance(a, np.ndarray) and a.dtype in _FLOAT_DTYPES
+
+
+_FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def flat_kernel(kernel, *arrays: np.ndarray) -> np.ndarray:
@@ -347,11 +350,7 @@ def relu(x):
         return np.maximum(x, 0)
     from memgrad._kernels import activation
 
-    if x.size * _RELU_COST >= parts.PARTS_MIN_MACS or not x.flags.c_contiguous:
-        return flat_kernel_in_parts(activation.relu_into, _RELU_COST, x)
-    out = np.empty_like(x)  # one part: the kernel called directly, as in_parts would
-    activation.relu_into(x.reshape(-1), out.reshape(-1))
-    return out
+    return flat_kernel_in_parts(activation.relu_into, _RELU_COST, x)
 
 
 def relu_in_place(a: np.ndarray) -> np.ndarray:
@@ -493,9 +492,6 @@ def _where_by_kernel(cond, x, y) -> np.ndarray | None:
 
 def _flat_as(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=dtype).reshape(-1)
-
-
-_FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @where.vjp
