@@ -57,9 +57,10 @@ __all__ = [
 _RELU_COST = 40
 
 # the size from which relu, where and float32 exp run their kernels: below it the call's
-# fixed cost (the kernel module's import statement, about 1 us, and the dispatch) is more
-# than NumPy's slower loop costs
-_KERNEL_MIN = 4096
+# fixed cost (the kernel module's import statement, the flat views, in_parts and the
+# dispatch: 5-7 us) is more than NumPy's slower loop costs (the two were even at 4,096 to
+# 8,192 elements on Zen 3, the kernels ahead from 16,384)
+_KERNEL_MIN = 16384
 
 
 def _kernel_dtype(a) -> bool:
@@ -79,10 +80,15 @@ def flat_kernel(kernel, *arrays: np.ndarray) -> np.ndarray:
 def _flat(arrays: tuple[np.ndarray, ...]) -> tuple[tuple[int, ...], list[np.ndarray]]:
     """The common shape of ``arrays`` and their flat contiguous views in their result dtype
     (copies only when an array is not contiguous or has another dtype)."""
-    shape = arrays[0].shape
+    first = arrays[0]
+    shape, dtype = first.shape, first.dtype
+    plain = first.flags.c_contiguous
     for a in arrays[1:]:
         if a.shape != shape:
             raise ValueError(f"shapes {shape} and {a.shape} must be equal")
+        plain = plain and a.dtype is dtype and a.flags.c_contiguous
+    if plain:  # the usual case, without NumPy's promotion and copy calls (1-2 us)
+        return shape, [a.reshape(-1) for a in arrays]
     dtype = np.result_type(*arrays)
     return shape, [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in arrays]
 
