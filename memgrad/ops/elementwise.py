@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from memgrad.ops import parts
@@ -93,15 +91,17 @@ def _flat(arrays: tuple[np.ndarray, ...]) -> tuple[tuple[int, ...], list[np.ndar
     return shape, [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in arrays]
 
 
-def flat_kernel_in_parts(kernel_into, cost: int, *arrays: np.ndarray) -> np.ndarray:
+def flat_kernel_in_parts(kernel_into, cost: int, *arrays: np.ndarray,
+                         out: np.ndarray | None = None) -> np.ndarray:
     """``flat_kernel`` for a kernel that writes into its last argument (flat arrays in, a
     flat ``out``): the elements are split into contiguous parts, one per BLAS thread, and
     the kernels (which release the GIL) run on them at once (NOTE [ Row parts ] in
     ops/nn.py). ``cost`` is one element's work in multiply-adds, so that small arrays stay
     on the calling thread. Each element is computed as by one call, so the result does not
-    depend on the split."""
+    depend on the split. ``out``, a C-contiguous array of the inputs' shape and result
+    dtype (an input itself, for an elementwise kernel in place), receives the result."""
     shape, flat = _flat(arrays)
-    out = np.empty_like(flat[0])
+    out = np.empty_like(flat[0]) if out is None else out.reshape(-1)
 
     def work(lo: int, hi: int) -> None:
         kernel_into(*[a[lo:hi] for a in flat], out[lo:hi])
@@ -366,12 +366,7 @@ def relu_in_place(a: np.ndarray) -> np.ndarray:
         return np.maximum(a, 0, out=a)
     from memgrad._kernels import activation
 
-    flat = a.reshape(-1)
-
-    def work(lo: int, hi: int) -> None:
-        activation.relu_into(flat[lo:hi], flat[lo:hi])
-
-    parts.in_parts(flat.size, flat.size * _RELU_COST, work)
+    flat_kernel_in_parts(activation.relu_into, _RELU_COST, a, out=a)
     return a
 
 
@@ -470,8 +465,8 @@ def _where_by_kernel(cond, x, y) -> np.ndarray | None:
     ya = y.__class__ is np.ndarray and y.ndim > 0
     if not (xa or ya):
         return None
-    shape = (x if xa else y).shape
-    if (xa and ya and x.shape != y.shape) or math.prod(shape) < _KERNEL_MIN:
+    shape, size = (x.shape, x.size) if xa else (y.shape, y.size)
+    if (xa and ya and x.shape != y.shape) or size < _KERNEL_MIN:
         return None
     dtype = np.result_type(x, y)
     if dtype not in _FLOAT_DTYPES or cond.shape != shape and (
