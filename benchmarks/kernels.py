@@ -2,7 +2,8 @@
 
 Every kernel of ``memgrad/_kernels`` is timed against the NumPy formulation it replaces
 (its ``*_reference`` function) on a realistic float32 size: 2048x1024 for activations,
-softmax and layer norm, W2's causal attention scores (16 x 4 heads of 128x128, scale 1/8)
+softmax and layer norm (and 1024x64 for layer norm's short rows, the ``_64`` rows: a small
+transformer's), W2's causal attention scores (16 x 4 heads of 128x128, scale 1/8)
 for the scaled softmax, (2048, 256) logits for cross-entropy, 2048x1024 rows scattered
 into 512 for ``index_add_rows``. Each time is the best of ``--repeats`` calls after a
 warm-up call, numba with ``--threads`` threads (``NUMBA_NUM_THREADS``, default 2). The
@@ -197,6 +198,10 @@ def cases() -> list[Case]:
         Case("layer_norm_backward", "norm", "layer_norm_backward", None, _ln_backward),
         Case("layer_norm_weight_grad", "norm", "layer_norm_weight_grad", None,
              _ln_weight_grad),
+        Case("layer_norm_forward_64", "norm", "layer_norm_forward", None, _ln_forward,
+             rows=1024, cols=64),
+        Case("layer_norm_grads_64", "norm", "layer_norm_grads", None, _ln_backward,
+             rows=1024, cols=64),
         Case("nll_forward", "loss", "nll_forward", None, _nll_forward, cols=256),
         Case("nll_backward", "loss", "nll_backward", None, _nll_backward, cols=256),
         Case("index_add_rows", "scatter", "index_add_rows", None, _scatter),

@@ -12,7 +12,8 @@ float64 sums) and ``h = (x - mean) * rstd``:
   and ``x`` (the separate kernels read them twice, and the bias gradient a third time).
 
 ``*_into`` forms write into a given ``out`` (``layer_norm_weight_grad_chunks``: the sums of
-chunks of rows), so that parts of the rows can run on several threads.
+chunks of rows, which ``sum_chunks_into`` adds up in order), so that parts of the rows can
+run on several threads.
 
 The backward kernels recompute ``mean`` and ``rstd`` from the row (one extra read of data
 that is in cache) instead of taking them saved from the forward: the op table keeps one
@@ -44,6 +45,7 @@ __all__ = [
     "layer_norm_weight_grad_chunks",
     "layer_norm_grads",
     "layer_norm_grads_chunks",
+    "sum_chunks_into",
     "layer_norm_forward_reference",
     "layer_norm_backward_reference",
     "layer_norm_weight_grad_reference",
@@ -51,22 +53,29 @@ __all__ = [
 ]
 
 ROWS_PER_CHUNK = 64  # layer_norm_weight_grad sums rows in chunks, then the chunks
+# the statistics of a block of up to _BLOCK_ROWS rows of up to _BLOCK_ELEMENTS elements in
+# all are computed together (_block_stats)
+_BLOCK_ROWS = 8
+_BLOCK_ELEMENTS = 4096
 
 
 # Row reductions are separate functions compiled with reassociation allowed, so that LLVM
 # sums in SIMD lanes; the element-wise loops keep IEEE semantics.
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
-def _row_stats(x, i, eps):
-    d = x.shape[1]
+def _row_sum(x, i):
     s = np.float64(0.0)
-    for j in range(d):
+    for j in range(x.shape[1]):
         s += x[i, j]
-    mean = s / d
+    return s
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+def _row_centred_squares(x, i, mean):
     v = np.float64(0.0)
-    for j in range(d):
+    for j in range(x.shape[1]):
         c = x[i, j] - mean
         v += c * c
-    return mean, 1.0 / math.sqrt(v / d + eps)
+    return v
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
@@ -80,16 +89,44 @@ def _row_grad_sums(g, w, h, i):
     return sa, sah
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _block_rows(d):
+    """The rows of a block: ``_BLOCK_ROWS``, fewer for long rows (a block's rows are read
+    once per pass of ``_block_stats`` and then by the caller, from cache)."""
+    return max(1, min(_BLOCK_ROWS, _BLOCK_ELEMENTS // max(d, 1)))
+
+
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _normalize_row(x, i, eps, h):
-    """``h = (x[i] - mean) * rstd`` in ``x``'s dtype (the module's docstring says how);
-    returns ``rstd`` in that dtype. Compiled without reassociation, which would add the
-    two halves of ``mean`` before subtracting them."""
-    mean, rstd = _row_stats(x, i, eps)
-    t = x.dtype.type
+def _block_stats(x, i0, i1, eps, mean, rstd):
+    """``mean[k]`` and ``rstd[k]`` (float64) of the rows ``i0 + k`` for ``i0 + k < i1``,
+    each pass over all the block's rows before the next: row by row, each row's divisions
+    and square root waited for its own sums, a latency that cost short rows more than
+    their sums."""
+    d = x.shape[1]
+    for i in range(i0, i1):
+        mean[i - i0] = _row_sum(x, i)
+    for k in range(i1 - i0):
+        mean[k] = mean[k] / d
+    for i in range(i0, i1):
+        rstd[i - i0] = _row_centred_squares(x, i, mean[i - i0])
+    for k in range(i1 - i0):
+        rstd[k] = 1.0 / math.sqrt(rstd[k] / d + eps)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _centring(mean, rstd, t):
+    """``(hi, lo, r)`` in dtype ``t``: ``mean = hi + lo`` split in two, ``rstd`` rounded;
+    ``h = ((x - hi) - lo) * r`` (the module's docstring says why)."""
     hi = t(mean)
-    lo = t(mean - hi)
-    r = t(rstd)
+    return hi, t(mean - hi), t(rstd)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _normalize_row(x, i, mean, rstd, h):
+    """``h = (x[i] - mean) * rstd`` in ``x``'s dtype; returns ``rstd`` in that dtype.
+    Compiled without reassociation, which would add the two halves of ``mean`` before
+    subtracting them."""
+    hi, lo, r = _centring(mean, rstd, x.dtype.type)
     for j in range(x.shape[1]):
         h[j] = ((x[i, j] - hi) - lo) * r
     return r
@@ -131,13 +168,18 @@ def layer_norm_forward_into(x, weight, bias, eps, out):
     _check_out(x, out)
     _check_affine(x, weight)
     _check_affine(x, bias)
-    if x.shape[1] == 0:
+    n, d = x.shape
+    if d == 0:
         return
-    h = np.empty(x.shape[1], dtype=x.dtype)
-    for i in range(x.shape[0]):
-        _normalize_row(x, i, eps, h)
-        for j in range(x.shape[1]):
-            out[i, j] = h[j] * weight[j] + bias[j]
+    rows = _block_rows(d)
+    mean, rstd = np.empty(rows), np.empty(rows)
+    for i0 in range(0, n, rows):
+        i1 = min(i0 + rows, n)
+        _block_stats(x, i0, i1, eps, mean, rstd)
+        for i in range(i0, i1):
+            hi, lo, r = _centring(mean[i - i0], rstd[i - i0], x.dtype.type)
+            for j in range(d):
+                out[i, j] = (((x[i, j] - hi) - lo) * r) * weight[j] + bias[j]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -156,15 +198,20 @@ def layer_norm_backward_into(g, x, weight, eps, out):
     _check_g(x, g)
     _check_out(x, out)
     _check_affine(x, weight)
-    if x.shape[1] == 0:
+    n, d = x.shape
+    if d == 0:
         return
-    inv_d = 1.0 / x.shape[1]
-    h = np.empty(x.shape[1], dtype=x.dtype)
-    for i in range(x.shape[0]):
-        r = _normalize_row(x, i, eps, h)
-        ma, mah = _grad_means(g, weight, h, i, inv_d)
-        for j in range(x.shape[1]):
-            out[i, j] = r * (g[i, j] * weight[j] - ma - h[j] * mah)
+    inv_d = 1.0 / d
+    rows = _block_rows(d)
+    h, mean, rstd = np.empty(d, dtype=x.dtype), np.empty(rows), np.empty(rows)
+    for i0 in range(0, n, rows):
+        i1 = min(i0 + rows, n)
+        _block_stats(x, i0, i1, eps, mean, rstd)
+        for i in range(i0, i1):
+            r = _normalize_row(x, i, mean[i - i0], rstd[i - i0], h)
+            ma, mah = _grad_means(g, weight, h, i, inv_d)
+            for j in range(d):
+                out[i, j] = r * (g[i, j] * weight[j] - ma - h[j] * mah)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -187,16 +234,35 @@ def layer_norm_weight_grad_chunks(g, x, eps, partial):
     _check_g(x, g)
     if partial.shape[0] != (n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK or partial.shape[1] != d:
         raise ValueError("layer norm kernel: partial must be (chunks of the rows, D)")
-    h = np.empty(d, dtype=x.dtype)
+    rows = _block_rows(d)
+    h, mean, rstd = np.empty(d, dtype=x.dtype), np.empty(rows), np.empty(rows)
     acc = np.empty(d, dtype=x.dtype)  # a chunk's sum, in the input's dtype
     for c in range(partial.shape[0]):
         acc[:] = 0.0
-        for i in range(c * ROWS_PER_CHUNK, min((c + 1) * ROWS_PER_CHUNK, n)):
-            _normalize_row(x, i, eps, h)
-            for j in range(d):
-                acc[j] += g[i, j] * h[j]
+        end = min((c + 1) * ROWS_PER_CHUNK, n)
+        for i0 in range(c * ROWS_PER_CHUNK, end, rows):
+            i1 = min(i0 + rows, end)
+            _block_stats(x, i0, i1, eps, mean, rstd)
+            for i in range(i0, i1):
+                _normalize_row(x, i, mean[i - i0], rstd[i - i0], h)
+                for j in range(d):
+                    acc[j] += g[i, j] * h[j]
         for j in range(d):
             partial[c, j] += acc[j]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def sum_chunks_into(partial, out):
+    """``out[j] = partial[0, j] + partial[1, j] + ...`` (the chunks' sums, in order, in
+    float64), rounded to ``out``'s dtype; ``partial`` is (chunks, M) and ``out`` (M,)."""
+    if out.shape[0] != partial.shape[1]:
+        raise ValueError("layer norm kernel: out must have a chunk's length")
+    total = np.zeros(partial.shape[1])
+    for c in range(partial.shape[0]):
+        for j in range(partial.shape[1]):
+            total[j] += partial[c, j]
+    for j in range(partial.shape[1]):
+        out[j] = total[j]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -209,11 +275,9 @@ def layer_norm_weight_grad(g, x, eps):
         return np.zeros(0, dtype=x.dtype)
     partial = np.zeros(((n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK, d))
     layer_norm_weight_grad_chunks(g, x, eps, partial)
-    total = np.zeros(d)
-    for c in range(partial.shape[0]):
-        for j in range(d):
-            total[j] += partial[c, j]
-    return total.astype(x.dtype)
+    total = np.empty(d, dtype=x.dtype)
+    sum_chunks_into(partial, total)
+    return total
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -233,18 +297,23 @@ def layer_norm_grads_chunks(g, x, weight, eps, out, partial):
     if d == 0:
         return
     inv_d = 1.0 / d
-    h = np.empty(d, dtype=x.dtype)
+    rows = _block_rows(d)
+    h, mean, rstd = np.empty(d, dtype=x.dtype), np.empty(rows), np.empty(rows)
     acc = np.empty((2, d), dtype=x.dtype)  # a chunk's sums, in the input's dtype
     for c in range(partial.shape[0]):
         acc[:] = 0.0
-        for i in range(c * ROWS_PER_CHUNK, min((c + 1) * ROWS_PER_CHUNK, n)):
-            r = _normalize_row(x, i, eps, h)
-            ma, mah = _grad_means(g, weight, h, i, inv_d)
-            for j in range(d):
-                gij = g[i, j]
-                out[i, j] = r * (gij * weight[j] - ma - h[j] * mah)
-                acc[0, j] += gij * h[j]
-                acc[1, j] += gij
+        end = min((c + 1) * ROWS_PER_CHUNK, n)
+        for i0 in range(c * ROWS_PER_CHUNK, end, rows):
+            i1 = min(i0 + rows, end)
+            _block_stats(x, i0, i1, eps, mean, rstd)
+            for i in range(i0, i1):
+                r = _normalize_row(x, i, mean[i - i0], rstd[i - i0], h)
+                ma, mah = _grad_means(g, weight, h, i, inv_d)
+                for j in range(d):
+                    gij = g[i, j]
+                    out[i, j] = r * (gij * weight[j] - ma - h[j] * mah)
+                    acc[0, j] += gij * h[j]
+                    acc[1, j] += gij
         for k in range(2):
             for j in range(d):
                 partial[c, k, j] += acc[k, j]
@@ -259,12 +328,8 @@ def layer_norm_grads(g, x, weight, eps):
     out = np.empty_like(g)
     partial = np.zeros(((n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK, 2, d))
     layer_norm_grads_chunks(g, x, weight, eps, out, partial)
-    total = np.zeros((2, d))
-    for c in range(partial.shape[0]):
-        for k in range(2):
-            for j in range(d):
-                total[k, j] += partial[c, k, j]
-    sums = total.astype(g.dtype)
+    sums = np.empty((2, d), dtype=g.dtype)
+    sum_chunks_into(partial.reshape(partial.shape[0], 2 * d), sums.reshape(2 * d))
     return out, sums[0], sums[1]
 
 

@@ -522,7 +522,7 @@ def layer_norm_grads(g, x, weight, *, ndim, eps):
     array: the input gradient ``J(x) (g * weight)`` as n rows (of d, the normalized size),
     then the weight gradient (``layer_norm_weight_grad``) and the bias gradient (the sum
     of ``g`` over rows); itself differentiable (NOTE [ Fused layer norm ])."""
-    from memgrad._kernels.norm import ROWS_PER_CHUNK, layer_norm_grads_chunks
+    from memgrad._kernels.norm import ROWS_PER_CHUNK, layer_norm_grads_chunks, sum_chunks_into
 
     dtype = np.result_type(g, x)
     rows, gr = _rows(x, ndim, dtype), _rows(g, ndim, dtype)
@@ -539,7 +539,7 @@ def layer_norm_grads(g, x, weight, *, ndim, eps):
 
     if rows.size:
         _rows_in_parts(partial.shape[0], ROWS_PER_CHUNK, rows.size * _NORM_COST, work)
-    packed[n:] = partial.sum(axis=0)
+    sum_chunks_into(partial.reshape(partial.shape[0], 2 * d), packed[n:].reshape(2 * d))
     return packed
 
 
@@ -562,7 +562,7 @@ def _(u, out, needs, g, x, weight, ndim, eps):
 def layer_norm_weight_grad(g, x, *, ndim, eps):
     """``sum over leading dims of g * normalized(x)``: the weight gradient of
     ``layer_norm``, in one op; itself differentiable."""
-    from memgrad._kernels.norm import ROWS_PER_CHUNK, layer_norm_weight_grad_chunks
+    from memgrad._kernels.norm import ROWS_PER_CHUNK, layer_norm_weight_grad_chunks, sum_chunks_into
 
     dtype = np.result_type(g, x)
     rows, gr = _rows(x, ndim, dtype), _rows(g, ndim, dtype)
@@ -577,8 +577,9 @@ def layer_norm_weight_grad(g, x, *, ndim, eps):
 
     if rows.size:
         _rows_in_parts(partial.shape[0], ROWS_PER_CHUNK, rows.size * _NORM_COST, work)
-    total = partial.sum(axis=0)
-    return total.astype(dtype).reshape(x.shape[x.ndim - ndim:])
+    total = np.empty(d, dtype)
+    sum_chunks_into(partial, total)
+    return total.reshape(x.shape[x.ndim - ndim:])
 
 
 @layer_norm_weight_grad.vjp

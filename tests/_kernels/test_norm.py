@@ -141,3 +141,31 @@ def test_layer_norm_backward_of_two_close_values_far_from_zero():
     w = np.array([-0.70373523, -1.2654215], dtype=np.float32)
     want = N.layer_norm_backward_reference(*_f64(g, x, w), 1e-5)
     _close(N.layer_norm_backward(g, x, w, 1e-5), want, x.dtype)
+
+
+def test_sum_chunks_into_adds_the_chunks_in_order_and_rounds_once():
+    rng = np.random.default_rng(2)
+    partial = rng.standard_normal((7, 11)) * 1e3
+    out = np.empty(11, np.float32)
+    N.sum_chunks_into(partial, out)
+    want = np.zeros(11)
+    for row in partial:  # in order, in float64, then one rounding
+        want += row
+    np.testing.assert_array_equal(out, want.astype(np.float32))
+    with pytest.raises(ValueError, match="out must have a chunk's length"):
+        N.sum_chunks_into(partial, np.empty(10))
+
+
+@pytest.mark.parametrize("n, d", [(1024, 64), (37, 600), (9, 5000)])
+def test_blocks_of_rows_give_each_row_its_own_statistics(n, d):
+    # rows are normalized in blocks of a few (more for short rows): every row of a block,
+    # including a last short block, against the reference
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal((n, 1)) * 50 + rng.standard_normal((n, d))).astype(np.float32)
+    g = rng.standard_normal((n, d)).astype(np.float32)
+    w, b = rng.standard_normal((2, d)).astype(np.float32)
+    _close(N.layer_norm_forward(x, w, b, 1e-5),
+           N.layer_norm_forward_reference(*_f64(x, w, b), 1e-5), np.float32)
+    for got, want in zip(N.layer_norm_grads(g, x, w, 1e-5),
+                         N.layer_norm_grads_reference(*_f64(g, x, w), 1e-5)):
+        _close(got, want, np.float32)
