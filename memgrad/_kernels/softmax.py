@@ -51,6 +51,19 @@ __all__ = [
 ]
 
 
+# NOTE [ Estrin's scheme ]
+# The polynomials of fast_exp and of the activation kernels (their exp and the normal CDF)
+# are evaluated in Estrin's scheme: pairs of coefficients c_k + c_{k+1} r, then pairs of
+# those with r^2, then with r^4 and so on, so that a polynomial of degree n is a chain of
+# about log2(n) + 1 dependent multiply-adds instead of Horner's n. The loops over an array
+# are vectorized but latency-bound: each element's chain (its range reduction, the
+# polynomial, the scaling) is longer than the out-of-order window can overlap, and the
+# shorter chains made the float32 GELU kernels about 25% faster. The same terms are added,
+# in another order; on the ranges these polynomials serve (|r| <= ln(2) / 2, t in (0, 1]),
+# the results are those of Horner's scheme to within the last bit of the float64 (or
+# float32) arithmetic.
+
+
 def fast_exp(y):
     """``exp(y)`` as a branch-free polynomial that LLVM vectorizes (libm's ``exp`` runs one
     element at a time). Float32 ``y``: Cephes' ``expf``, in float32 lanes, relative error
@@ -144,13 +157,12 @@ def _fast_exp_f32(y):
     clipped = _F(0.0) if underflow else (_EXP_HI if overflow else y)  # NaN stays NaN
     n = np.floor(_fma(clipped, _LOG2E, _F(0.5)))
     r = _fma(n, -_LN2_LO, _fma(n, -_LN2_HI, clipped))  # |r| <= ln(2) / 2 (Cody-Waite)
-    p = _F(1.9875691500e-4)
-    p = _fma(p, r, _F(1.3981999507e-3))
-    p = _fma(p, r, _F(8.3334519073e-3))
-    p = _fma(p, r, _F(4.1665795894e-2))
-    p = _fma(p, r, _F(1.6666665459e-1))
-    p = _fma(p, r, _F(5.0000001201e-1))
-    p = _fma(p * r, r, r) + _F(1.0)
+    # Cephes' polynomial in Estrin's scheme (NOTE [ Estrin's scheme ])
+    r2 = r * r
+    p = _fma(r2 * r2, _fma(r, _F(1.9875691500e-4), _F(1.3981999507e-3)),
+             _fma(r2, _fma(r, _F(8.3334519073e-3), _F(4.1665795894e-2)),
+                  _fma(r, _F(1.6666665459e-1), _F(5.0000001201e-1))))
+    p = _fma(p, r2, r) + _F(1.0)
     # 2^n as two normal powers of two, so that n = 128 (overflow) and n < -126 (subnormal
     # results) come out right
     k = np.int32(n)
@@ -182,21 +194,17 @@ def _fast_exp_f64(y):
     clipped = 0.0 if underflow else (_D_EXP_HI if overflow else y)  # as in _fast_exp_f32
     n = np.floor(_fma(clipped, _D_LOG2E, 0.5))
     r = _fma(n, -_D_LN2_LO, _fma(n, -_D_LN2_HI, clipped))  # |r| <= ln(2) / 2
-    # Taylor to degree 13: the remainder is below 2^-56 on |r| <= ln(2) / 2
-    p = _D_INV_FACT[13]
-    p = _fma(p, r, _D_INV_FACT[12])
-    p = _fma(p, r, _D_INV_FACT[11])
-    p = _fma(p, r, _D_INV_FACT[10])
-    p = _fma(p, r, _D_INV_FACT[9])
-    p = _fma(p, r, _D_INV_FACT[8])
-    p = _fma(p, r, _D_INV_FACT[7])
-    p = _fma(p, r, _D_INV_FACT[6])
-    p = _fma(p, r, _D_INV_FACT[5])
-    p = _fma(p, r, _D_INV_FACT[4])
-    p = _fma(p, r, _D_INV_FACT[3])
-    p = _fma(p, r, _D_INV_FACT[2])
-    p = _fma(p, r, 1.0)
-    p = _fma(p, r, 1.0)
+    # Taylor to degree 13 (the remainder is below 2^-56 on |r| <= ln(2) / 2), in Estrin's
+    # scheme (NOTE [ Estrin's scheme ])
+    # for the terms from r^2 on, then 1 + r (1 + r q) as in Horner's (whose last two
+    # roundings keep the result within 1 ulp: Estrin's to the end measured 2.2)
+    c = _D_INV_FACT
+    r2 = r * r
+    r4 = r2 * r2
+    q0 = _fma(r2, _fma(r, c[5], c[4]), _fma(r, c[3], c[2]))
+    q1 = _fma(r2, _fma(r, c[9], c[8]), _fma(r, c[7], c[6]))
+    q2 = _fma(r2, _fma(r, c[13], c[12]), _fma(r, c[11], c[10]))
+    p = _fma(_fma(_fma(r4, _fma(r4, q2, q1), q0), r, 1.0), r, 1.0)
     k = np.int64(np.int32(n))  # through int32: AVX2 converts doubles to int32 only
     half = k >> 1
     s1 = _int64_as_float64((half + 1023) << 52)
