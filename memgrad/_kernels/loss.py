@@ -19,6 +19,8 @@ op and the value). ``*_reference`` are the NumPy formulations.
 import numpy as np
 from numba import njit
 
+from memgrad._kernels.softmax import row_sum
+
 __all__ = [
     "nll_forward",
     "nll_backward",
@@ -46,11 +48,8 @@ def nll_forward(logp, target, ignore_index, label_smoothing):
         if t == ignore_index:
             continue
         loss = -np.float64(logp[i, t])
-        if label_smoothing != 0.0:
-            total = 0.0
-            for j in range(c):
-                total += logp[i, j]
-            loss = (1.0 - label_smoothing) * loss - label_smoothing * total / c
+        if label_smoothing != 0.0:  # the row's sum in SIMD lanes (a running sum is scalar)
+            loss = (1.0 - label_smoothing) * loss - label_smoothing * row_sum(logp[i]) / c
         out[i] = loss
     return out
 
