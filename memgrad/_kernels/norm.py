@@ -15,6 +15,10 @@ float64 sums) and ``h = (x - mean) * rstd``:
 chunks of rows, which ``sum_chunks_into`` adds up in order), so that parts of the rows can
 run on several threads.
 
+The statistics of up to ``_BLOCK_ROWS`` rows are computed together, each pass over the
+block before the next (``_block_stats``): row by row, a short row's division and square
+root waited for its own sums (1024x64 float32 rows: 67 against 32 us forward).
+
 The backward kernels recompute ``mean`` and ``rstd`` from the row (one extra read of data
 that is in cache) instead of taking them saved from the forward: the op table keeps one
 output per primitive, and this way nothing but the input is kept for backward. Rows of
