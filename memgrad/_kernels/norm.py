@@ -94,10 +94,13 @@ def _row_grad_sums(g, w, h, i):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _block_rows(d):
-    """The rows of a block: ``_BLOCK_ROWS``, fewer for long rows (a block's rows are read
-    once per pass of ``_block_stats`` and then by the caller, from cache)."""
-    return max(1, min(_BLOCK_ROWS, _BLOCK_ELEMENTS // max(d, 1)))
+def _block_scratch(x):
+    """``(rows, h, mean, rstd)``: the rows of a block (``_BLOCK_ROWS``, fewer for long
+    rows: a block's rows are read once per pass of ``_block_stats`` and then by the
+    caller, from cache), a row buffer in ``x``'s dtype, and a block's float64 statistics."""
+    d = x.shape[1]
+    rows = max(1, min(_BLOCK_ROWS, _BLOCK_ELEMENTS // max(d, 1)))
+    return rows, np.empty(d, dtype=x.dtype), np.empty(rows), np.empty(rows)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -175,8 +178,7 @@ def layer_norm_forward_into(x, weight, bias, eps, out):
     n, d = x.shape
     if d == 0:
         return
-    rows = _block_rows(d)
-    mean, rstd = np.empty(rows), np.empty(rows)
+    rows, _, mean, rstd = _block_scratch(x)
     for i0 in range(0, n, rows):
         i1 = min(i0 + rows, n)
         _block_stats(x, i0, i1, eps, mean, rstd)
@@ -206,8 +208,7 @@ def layer_norm_backward_into(g, x, weight, eps, out):
     if d == 0:
         return
     inv_d = 1.0 / d
-    rows = _block_rows(d)
-    h, mean, rstd = np.empty(d, dtype=x.dtype), np.empty(rows), np.empty(rows)
+    rows, h, mean, rstd = _block_scratch(x)
     for i0 in range(0, n, rows):
         i1 = min(i0 + rows, n)
         _block_stats(x, i0, i1, eps, mean, rstd)
@@ -238,8 +239,7 @@ def layer_norm_weight_grad_chunks(g, x, eps, partial):
     _check_g(x, g)
     if partial.shape[0] != (n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK or partial.shape[1] != d:
         raise ValueError("layer norm kernel: partial must be (chunks of the rows, D)")
-    rows = _block_rows(d)
-    h, mean, rstd = np.empty(d, dtype=x.dtype), np.empty(rows), np.empty(rows)
+    rows, h, mean, rstd = _block_scratch(x)
     acc = np.empty(d, dtype=x.dtype)  # a chunk's sum, in the input's dtype
     for c in range(partial.shape[0]):
         acc[:] = 0.0
@@ -301,8 +301,7 @@ def layer_norm_grads_chunks(g, x, weight, eps, out, partial):
     if d == 0:
         return
     inv_d = 1.0 / d
-    rows = _block_rows(d)
-    h, mean, rstd = np.empty(d, dtype=x.dtype), np.empty(rows), np.empty(rows)
+    rows, h, mean, rstd = _block_scratch(x)
     acc = np.empty((2, d), dtype=x.dtype)  # a chunk's sums, in the input's dtype
     for c in range(partial.shape[0]):
         acc[:] = 0.0
