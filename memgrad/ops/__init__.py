@@ -35,7 +35,7 @@ from memgrad.ops import (  # noqa: F401
     unary,
 )
 from memgrad.ops import elementwise as ew
-from memgrad.ops.registry import METHODS, PUBLIC, Primitive, apply, public
+from memgrad.ops.registry import METHODS, PUBLIC, Primitive, apply, apply1, apply2, public
 from memgrad.ops.registry import REGISTRY as REGISTRY
 from memgrad.tensor import Tensor
 
@@ -331,21 +331,21 @@ _NO_PARAMS: dict = {}
 
 def _binary(prim: Primitive):
     def method(self: Tensor, other: Any) -> Tensor:
-        return apply(prim, (self, other), _NO_PARAMS)
+        return apply2(prim, self, other)
 
     return method
 
 
 def _reflected(prim: Primitive):
     def method(self: Tensor, other: Any) -> Tensor:
-        return apply(prim, (other, self), _NO_PARAMS)
+        return apply2(prim, other, self)
 
     return method
 
 
 def _unary(prim: Primitive):
     def method(self: Tensor) -> Tensor:
-        return apply(prim, (self,), _NO_PARAMS)
+        return apply1(prim, self)
 
     return method
 

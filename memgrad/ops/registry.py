@@ -43,7 +43,7 @@ from memgrad.errors import ShapeError
 from memgrad.tensor import Tensor
 
 __all__ = ["Primitive", "primitive", "public", "REGISTRY", "PUBLIC", "METHODS", "Meta", "OpNode",
-           "apply"]
+           "apply", "apply1", "apply2"]
 
 _NDARRAY = np.ndarray  # a module global: cheaper on the per-op path than np.ndarray
 _new = object.__new__
@@ -180,6 +180,12 @@ class Primitive:
         return fn
 
     def __call__(self, *args: Any, **params: Any) -> Tensor:
+        if not params:
+            n = len(args)
+            if n == 2:
+                return apply2(self, *args)
+            if n == 1:
+                return apply1(self, *args)
         return apply(self, args, params)
 
     def own_params(self, params: dict) -> dict:
@@ -276,7 +282,7 @@ def public(fn: Callable | None = None, *, method: bool = True) -> Any:
 
 def _unary_method(prim: Primitive) -> Callable:
     def method(self: Tensor) -> Tensor:
-        return apply(prim, (self,), _NO_PARAMS)
+        return apply1(prim, self)
 
     method.__name__ = prim.name
     method.__doc__ = (prim.forward.__doc__ or "").strip().split("\n")[0] or None
@@ -385,6 +391,114 @@ def apply(prim: Primitive, args: tuple, params: dict, _dispatched: bool = False)
     return out
 
 
+# NOTE [ Calls of one and two operands ]
+# A Tensor operator (``y * a``, ``y + 0.5``, ``-y``), a unary method (``y.tanh()``) and a
+# primitive called without parameters (``tanh_backward(g, out)`` in a VJP) go through
+# ``apply1``/``apply2``: ``apply`` for that one call shape, without the general loops over
+# the arguments, the list of their arrays and the star-call of the forward. They take the
+# calls ``apply`` would run without an interpreter and without refreshing a view: operands
+# that are Tensors (a view only while its base has not changed in place since it was made)
+# or Python floats and ints (constants), and a primitive that makes no view. Every other
+# call goes to ``apply``. A call they take makes the same result and records the same node
+# (``_make_node``, with each operand's ``_input``): tests/ops/test_dispatch.py compares
+# the two paths call shape by call shape. Callgrind, the benchmarks/overhead.py chain with
+# tensor operands, one BLAS thread: 44,054 -> 40,718 instructions per op forward and
+# backward, 22,926 -> 20,049 forward, 9,281 -> 7,638 under no_grad.
+
+
+def apply2(prim: Primitive, x: Any, y: Any) -> Tensor:
+    """``apply(prim, (x, y), {})`` (NOTE [ Calls of one and two operands ])."""
+    if interpreters.active or prim.view:
+        return apply(prim, (x, y), _NO_PARAMS)
+    if isinstance(x, Tensor):
+        if x._base is not None and x._vc.gen != x._view_gen:
+            return apply(prim, (x, y), _NO_PARAMS)  # a view to refresh, perhaps
+        dx = x._data
+        grad = x._requires_grad
+    elif x.__class__ is float or x.__class__ is int:
+        dx = x
+        grad = False
+    else:
+        return apply(prim, (x, y), _NO_PARAMS)
+    if isinstance(y, Tensor):
+        if y._base is not None and y._vc.gen != y._view_gen:
+            return apply(prim, (x, y), _NO_PARAMS)  # a view to refresh, perhaps
+        dy = y._data
+        if y._requires_grad:
+            grad = True
+    elif y.__class__ is float or y.__class__ is int:
+        dy = y
+    else:
+        return apply(prim, (x, y), _NO_PARAMS)
+    try:
+        out_data = prim.run(dx, dy)
+    except (ValueError, IndexError, TypeError) as e:
+        raise _op_error(prim, (x, y), e) from e
+    if out_data.__class__ is not _NDARRAY:
+        out_data = np.asarray(out_data)  # a NumPy scalar
+    out = _new(Tensor)
+    out._data = out_data
+    out._requires_grad = False
+    out.grad = out.grad_fn = out._vc = out._acc = out._hooks = out._base = None
+    out.output_nr = 0
+    if grad and state.grad_enabled and prim.differentiable and out_data.dtype.kind == "f":
+        _record2(prim, x, y, dx, dy, out)
+    return out
+
+
+def _record2(prim: Primitive, x: Any, y: Any, dx: Any, dy: Any, out: Tensor) -> None:
+    """``_record(prim, (x, y), {}, out)`` for ``apply2``, whose operands' arrays are ``dx``
+    and ``dy`` (a constant is its own): each operand's ``_input``, inline."""
+    if dx is x:
+        ex, mx, key = _NO_EDGE, x, 4
+    else:
+        dt, mx = _METAS.get(dx.shape, _NO_META)
+        if dt is not dx.dtype:
+            mx = _meta(dx)
+        if x._requires_grad:
+            fn = x.grad_fn
+            ex = (fn, x.output_nr) if fn is not None else (accumulator(x), 0)
+            key = 7
+        else:
+            ex, key = _NO_EDGE, 5
+    if dy is y:
+        ey, my, key = _NO_EDGE, y, key * 4
+    else:
+        dt, my = _METAS.get(dy.shape, _NO_META)
+        if dt is not dy.dtype:
+            my = _meta(dy)
+        if y._requires_grad:
+            fn = y.grad_fn
+            ey = (fn, y.output_nr) if fn is not None else (accumulator(y), 0)
+            key = key * 4 + 3
+        else:
+            ey, key = _NO_EDGE, key * 4 + 1
+    _make_node(prim, (x, y), _NO_PARAMS, out, (ex, ey), (mx, my), key)
+
+
+def apply1(prim: Primitive, x: Any) -> Tensor:
+    """``apply(prim, (x,), {})`` (NOTE [ Calls of one and two operands ])."""
+    if interpreters.active or prim.view or not isinstance(x, Tensor) \
+            or (x._base is not None and x._vc.gen != x._view_gen):
+        return apply(prim, (x,), _NO_PARAMS)
+    try:
+        out_data = prim.run(x._data)
+    except (ValueError, IndexError, TypeError) as e:
+        raise _op_error(prim, (x,), e) from e
+    if out_data.__class__ is not _NDARRAY:
+        out_data = np.asarray(out_data)  # a NumPy scalar from a full reduction
+    out = _new(Tensor)
+    out._data = out_data
+    out._requires_grad = False
+    out.grad = out.grad_fn = out._vc = out._acc = out._hooks = out._base = None
+    out.output_nr = 0
+    if x._requires_grad and state.grad_enabled and prim.differentiable \
+            and out_data.dtype.kind == "f":
+        edge, m, code = _input(x)
+        _make_node(prim, (x,), _NO_PARAMS, out, (edge,), (m,), 4 + code)
+    return out
+
+
 def _dispatch(stack: tuple, prim: Primitive, args: tuple, params: dict) -> Tensor:
     if state.grad_enabled:
         for a in args:  # replayed view ops reach the interpreters before this op
@@ -416,30 +530,40 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     meta = []
     key = 1  # the save rule's key (see Primitive._rule): two bits per argument
     for a in args:
-        if isinstance(a, Tensor):
-            d = a._data
-            dt, m = _METAS.get(d.shape, _NO_META)  # the dtype by identity: hashing one is slow
-            meta.append(m if dt is d.dtype else _meta(d))
-            if a._requires_grad:
-                key = key * 4 + 3
-                fn = a.grad_fn
-                edges.append((fn, a.output_nr) if fn is not None else (accumulator(a), 0))
-            else:
-                key = key * 4 + 1
-                edges.append(_NO_EDGE)
-        else:
-            # a constant reaches the VJP as its value; an array is copied, so that a change
-            # to the caller's array after forward cannot change the gradient
-            meta.append(a.copy() if a.__class__ is _NDARRAY else a)
-            edges.append(_NO_EDGE)
-            key *= 4
+        edge, m, code = _input(a)
+        edges.append(edge)
+        meta.append(m)
+        key = key * 4 + code
+    _make_node(prim, args, params, out, tuple(edges), tuple(meta), key)
+
+
+def _input(a: Any) -> tuple:
+    """``(edge, meta, code)`` of an argument: the edge its gradient goes to, what the VJP
+    gets of it when it is not saved, and its two bits of the save rule's key."""
+    if isinstance(a, Tensor):
+        d = a._data
+        dt, m = _METAS.get(d.shape, _NO_META)  # the dtype by identity: hashing one is slow
+        if dt is not d.dtype:
+            m = _meta(d)
+        if a._requires_grad:
+            fn = a.grad_fn
+            return (fn, a.output_nr) if fn is not None else (accumulator(a), 0), m, 3
+        return _NO_EDGE, m, 1
+    # a constant reaches the VJP as its value; an array is copied, so that a change to the
+    # caller's array after forward cannot change the gradient
+    return _NO_EDGE, a.copy() if a.__class__ is _NDARRAY else a, 0
+
+
+def _make_node(prim: Primitive, args: tuple, params: dict, out: Tensor, edges: tuple,
+               meta: tuple, key: int) -> None:
+    """Make ``out``'s node from its edges, its inputs' metas and the save rule's key."""
     rule = prim._rules.get(key)
     keep, keep_out, needs = prim._rule(key, len(args)) if rule is None else rule
     node = _new(OpNode)
-    node.next_functions = tuple(edges)
+    node.next_functions = edges
     node._sequence_nr = next(_seq)
     node._hooks = None
-    node._input_meta = tuple(meta)
+    node._input_meta = meta
     plain = state.plain  # no anomaly mode, no saved-tensor hooks
     node._trace = None if plain or not state.anomaly else _anomaly_trace()
     node.prim = prim

@@ -148,3 +148,120 @@ def test_a_view_op_result_is_a_view_exactly_when_it_shares_memory():
         assert (out._base is not None) == shares, (src.shape, out.shape)
         if shares:
             assert out._vc is src._vc
+
+
+# NOTE [ Calls of one and two operands ]: operators, unary methods and primitives called
+# without parameters take apply1/apply2, which must give what apply gives
+
+def _count_apply(monkeypatch):
+    from memgrad.ops import registry
+
+    calls = []
+    real = registry.apply
+
+    def counting(prim, args, params, _dispatched=False):
+        calls.append(prim.name)
+        return real(prim, args, params, _dispatched)
+
+    monkeypatch.setattr(registry, "apply", counting)
+    return calls
+
+
+def test_operators_unary_methods_and_bare_primitive_calls_take_the_short_path(monkeypatch):
+    calls = _count_apply(monkeypatch)
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    a = mg.tensor([3.0, 4.0])
+    y = ((x * a + 0.5) - x).tanh()
+    z = 2.0 - y  # reflected, a constant first
+    g = REGISTRY["tanh_backward"](mg.ones(2), y)
+    w = x.reshape(2, 1)  # a view, its base unchanged since
+    u = w * 2.0
+    with mg.no_grad():
+        -(x / a)
+    assert calls == ["reshape"]  # reshape takes a parameter (the shape): the general path
+    (z.sum() + g.sum() + u.sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), _numpy_grad(x.numpy(), a.numpy()) + 2.0,
+                               rtol=1e-6)
+
+
+def _numpy_grad(x, a):
+    y = np.tanh(x * a + 0.5 - x)
+    t = 1 - y * y
+    dz = -t * (a - 1)  # z = 2 - y
+    dg = (-2 * y) * t * (a - 1)  # g = 1 - y**2
+    return dz + dg
+
+
+def test_views_interpreters_and_other_operands_still_take_apply(monkeypatch):
+    calls = _count_apply(monkeypatch)
+    x = mg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    b = x * 1.0
+    v = b.reshape(4)
+    b.mul_(2.0)  # the view's base changed in place: the view is refreshed first
+    v * 2.0
+    x * np.float32(2.0)  # a NumPy scalar
+    x * np.ones(2)  # an array constant (copied into the node)
+    with push(Interpreter()):
+        x * 2.0
+    # the reshape, the mul on the stale view and the refresh's reshape inside it, the two
+    # other constants, and under the interpreter apply runs twice (to dispatch, and past it)
+    assert calls == ["reshape", "mul", "reshape", "mul", "mul", "mul", "mul"], calls
+
+
+@pytest.mark.parametrize("name", ["mul", "add", "sub", "div", "pow", "maximum", "lt"])
+@pytest.mark.parametrize("shape", ["tt", "tc", "ct", "tg", "gg"])
+def test_the_short_path_makes_the_node_apply_makes(name, shape):
+    from memgrad.ops.registry import apply, apply2
+
+    prim = REGISTRY[name]
+    rng = np.random.default_rng(0)
+
+    def operands():
+        # t: a tensor, g: one that requires grad, c: a constant
+        out = []
+        for k, c in enumerate(shape):
+            if c == "c":
+                out.append(1.5 if k else 2)  # a float, or an int
+            else:
+                data = rng.uniform(0.5, 2.0, (3, 1) if k else (3, 4)).astype(np.float32)
+                out.append(mg.tensor(data, requires_grad=c == "g"))
+        return out
+
+    results = []
+    for run in (lambda x, y: apply(prim, (x, y), {}), lambda x, y: apply2(prim, x, y)):
+        rng = np.random.default_rng(0)
+        x, y = operands()
+        out = run(x, y)
+        node = out.grad_fn
+        grads = None
+        if node is not None:
+            (out * out).sum().backward()
+            grads = [t.grad.numpy() if isinstance(t, mg.Tensor) and t.requires_grad else None
+                     for t in (x, y)]
+        results.append((out.numpy(), out.dtype, out.requires_grad,
+                        None if node is None else (node.prim, node._keep, node._needs,
+                                                   [type(e[0]) for e in node.next_functions],
+                                                   [e[1] for e in node.next_functions],
+                                                   node._input_meta),
+                        grads))
+    (v0, d0, r0, n0, g0), (v1, d1, r1, n1, g1) = results
+    np.testing.assert_array_equal(v0, v1)
+    assert (d0, r0, n0) == (d1, r1, n1)
+    assert (g0 is None) == (g1 is None)
+    for a, b in zip(g0 or (), g1 or ()):
+        assert (a is None and b is None) or np.array_equal(a, b)
+
+
+def test_the_short_path_saves_through_saved_tensor_hooks_and_keeps_anomaly_traces():
+    packed = []
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    a = mg.tensor([3.0, 4.0])
+    with mg.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        y = (x * a).tanh()
+    assert len(packed) == 2  # mul's a, tanh's output
+    y.sum().backward()
+    t = np.tanh(x.numpy() * a.numpy())
+    np.testing.assert_allclose(x.grad.numpy(), a.numpy() * (1 - t * t), rtol=1e-6)
+    with mg.autograd.detect_anomaly():
+        y = x * a
+    assert y.grad_fn._trace is not None
