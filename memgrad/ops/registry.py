@@ -399,11 +399,11 @@ def apply(prim: Primitive, args: tuple, params: dict, _dispatched: bool = False)
 # calls ``apply`` would run without an interpreter and without refreshing a view: operands
 # that are Tensors (a view only while its base has not changed in place since it was made)
 # or Python floats and ints (constants), and a primitive that makes no view. Every other
-# call goes to ``apply``. A call they take makes the same result and records the same node
-# (``_make_node``, with each operand's ``_input``): tests/ops/test_dispatch.py compares
-# the two paths call shape by call shape. Callgrind, the benchmarks/overhead.py chain with
-# tensor operands, one BLAS thread: 44,054 -> 40,718 instructions per op forward and
-# backward, 22,926 -> 20,049 forward, 9,281 -> 7,638 under no_grad.
+# call goes to ``apply``. A call they take makes the same result and records its node with
+# ``apply``'s ``_record``: tests/ops/test_dispatch.py compares the two paths call shape by
+# call shape. Callgrind, the benchmarks/overhead.py chain with
+# tensor operands, one BLAS thread: 44,054 -> 42,145 instructions per op forward and
+# backward, 22,926 -> 21,469 forward, 9,281 -> 7,630 under no_grad.
 
 
 def apply2(prim: Primitive, x: Any, y: Any) -> Tensor:
@@ -442,38 +442,8 @@ def apply2(prim: Primitive, x: Any, y: Any) -> Tensor:
     out.grad = out.grad_fn = out._vc = out._acc = out._hooks = out._base = None
     out.output_nr = 0
     if grad and state.grad_enabled and prim.differentiable and out_data.dtype.kind == "f":
-        _record2(prim, x, y, dx, dy, out)
+        _record(prim, (x, y), _NO_PARAMS, out)
     return out
-
-
-def _record2(prim: Primitive, x: Any, y: Any, dx: Any, dy: Any, out: Tensor) -> None:
-    """``_record(prim, (x, y), {}, out)`` for ``apply2``, whose operands' arrays are ``dx``
-    and ``dy`` (a constant is its own): each operand's ``_input``, inline."""
-    if dx is x:
-        ex, mx, key = _NO_EDGE, x, 4
-    else:
-        dt, mx = _METAS.get(dx.shape, _NO_META)
-        if dt is not dx.dtype:
-            mx = _meta(dx)
-        if x._requires_grad:
-            fn = x.grad_fn
-            ex = (fn, x.output_nr) if fn is not None else (accumulator(x), 0)
-            key = 7
-        else:
-            ex, key = _NO_EDGE, 5
-    if dy is y:
-        ey, my, key = _NO_EDGE, y, key * 4
-    else:
-        dt, my = _METAS.get(dy.shape, _NO_META)
-        if dt is not dy.dtype:
-            my = _meta(dy)
-        if y._requires_grad:
-            fn = y.grad_fn
-            ey = (fn, y.output_nr) if fn is not None else (accumulator(y), 0)
-            key = key * 4 + 3
-        else:
-            ey, key = _NO_EDGE, key * 4 + 1
-    _make_node(prim, (x, y), _NO_PARAMS, out, (ex, ey), (mx, my), key)
 
 
 def apply1(prim: Primitive, x: Any) -> Tensor:
@@ -494,8 +464,7 @@ def apply1(prim: Primitive, x: Any) -> Tensor:
     out.output_nr = 0
     if x._requires_grad and state.grad_enabled and prim.differentiable \
             and out_data.dtype.kind == "f":
-        edge, m, code = _input(x)
-        _make_node(prim, (x,), _NO_PARAMS, out, (edge,), (m,), 4 + code)
+        _record(prim, (x,), _NO_PARAMS, out)
     return out
 
 
@@ -530,40 +499,30 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     meta = []
     key = 1  # the save rule's key (see Primitive._rule): two bits per argument
     for a in args:
-        edge, m, code = _input(a)
-        edges.append(edge)
-        meta.append(m)
-        key = key * 4 + code
-    _make_node(prim, args, params, out, tuple(edges), tuple(meta), key)
-
-
-def _input(a: Any) -> tuple:
-    """``(edge, meta, code)`` of an argument: the edge its gradient goes to, what the VJP
-    gets of it when it is not saved, and its two bits of the save rule's key."""
-    if isinstance(a, Tensor):
-        d = a._data
-        dt, m = _METAS.get(d.shape, _NO_META)  # the dtype by identity: hashing one is slow
-        if dt is not d.dtype:
-            m = _meta(d)
-        if a._requires_grad:
-            fn = a.grad_fn
-            return (fn, a.output_nr) if fn is not None else (accumulator(a), 0), m, 3
-        return _NO_EDGE, m, 1
-    # a constant reaches the VJP as its value; an array is copied, so that a change to the
-    # caller's array after forward cannot change the gradient
-    return _NO_EDGE, a.copy() if a.__class__ is _NDARRAY else a, 0
-
-
-def _make_node(prim: Primitive, args: tuple, params: dict, out: Tensor, edges: tuple,
-               meta: tuple, key: int) -> None:
-    """Make ``out``'s node from its edges, its inputs' metas and the save rule's key."""
+        if isinstance(a, Tensor):
+            d = a._data
+            dt, m = _METAS.get(d.shape, _NO_META)  # the dtype by identity: hashing one is slow
+            meta.append(m if dt is d.dtype else _meta(d))
+            if a._requires_grad:
+                key = key * 4 + 3
+                fn = a.grad_fn
+                edges.append((fn, a.output_nr) if fn is not None else (accumulator(a), 0))
+            else:
+                key = key * 4 + 1
+                edges.append(_NO_EDGE)
+        else:
+            # a constant reaches the VJP as its value; an array is copied, so that a change
+            # to the caller's array after forward cannot change the gradient
+            meta.append(a.copy() if a.__class__ is _NDARRAY else a)
+            edges.append(_NO_EDGE)
+            key *= 4
     rule = prim._rules.get(key)
     keep, keep_out, needs = prim._rule(key, len(args)) if rule is None else rule
     node = _new(OpNode)
-    node.next_functions = edges
+    node.next_functions = tuple(edges)
     node._sequence_nr = next(_seq)
     node._hooks = None
-    node._input_meta = meta
+    node._input_meta = tuple(meta)
     plain = state.plain  # no anomaly mode, no saved-tensor hooks
     node._trace = None if plain or not state.anomaly else _anomaly_trace()
     node.prim = prim
