@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 
 import memgrad as mg
+from memgrad.interpreters import Interpreter, push
 
 __all__ = ["machine_info", "best_time", "interleaved", "emit", "table", "torch_or_none",
-           "workload_args"]
+           "workload_args", "memgrad_op_times", "torch_op_times", "op_rows", "by_op",
+           "print_by_op"]
 
 
 def _cpu_model() -> str:
@@ -171,9 +173,9 @@ def torch_or_none() -> Any:
 
 
 def workload_args(doc: str, argv: list[str] | None, repeats: int, warmup: int,
-                  clock: bool = False) -> Any:
+                  clock: bool = False, by_op: bool = False) -> Any:
     """The options every W1-W3 benchmark takes: --repeats, --warmup, --only, --small (and,
-    with ``clock``, --clock wall|cpu)."""
+    with ``clock``, --clock wall|cpu; with ``by_op``, --by-op N)."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     if clock:
         parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
@@ -183,4 +185,87 @@ def workload_args(doc: str, argv: list[str] | None, repeats: int, warmup: int,
     parser.add_argument("--warmup", type=int, default=warmup, help="untimed steps first")
     parser.add_argument("--only", default="W1,W2,W3", help="workloads to run")
     parser.add_argument("--small", action="store_true", help="tiny sizes (a smoke run)")
-    return parser.parse_args(argv)
+    if by_op:
+        parser.add_argument("--by-op", type=int, default=0, metavar="N",
+                            help="then print the N ops that take the most time per step")
+    args = parser.parse_args(argv)
+    if by_op and args.by_op < 0:
+        parser.error(f"--by-op: expected a count >= 0, got {args.by_op}")
+    return args
+
+
+class _OpTimer(Interpreter):
+    """Wall time and count of each primitive's calls on this thread (the forward ops and
+    the ones the VJPs run in backward)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+
+    def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return call_next(prim, args, params)
+        finally:
+            name = prim.name
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+            self.calls[name] = self.calls.get(name, 0) + 1
+
+
+def memgrad_op_times(fn: Callable[[], Any], steps: int) -> dict[str, tuple[float, float]]:
+    """Per primitive, ``(seconds, calls)`` per run of ``fn``, averaged over ``steps`` runs:
+    each call timed from the dispatcher in, its node's recording included. The timing
+    interpreter turns the dispatcher's short path off, so the ops cost a little more than
+    in an untimed step; a primitive's parts on other threads are inside its time.
+
+    Example:
+        >>> times = memgrad_op_times(lambda: (mg.ones(3) * 2).exp(), steps=2)
+        >>> sorted(times), times["mul"][1]
+        (['exp', 'mul'], 1.0)
+    """
+    timer = _OpTimer()
+    with push(timer):
+        for _ in range(steps):
+            fn()
+    return {k: (timer.seconds[k] / steps, timer.calls[k] / steps) for k in timer.seconds}
+
+
+def torch_op_times(torch: Any, fn: Callable[[], Any], steps: int) -> dict[str, tuple[float, float]]:
+    """Per PyTorch op, ``(seconds, calls)`` per run of ``fn`` over ``steps`` runs: the self
+    CPU time of ``torch.profiler`` (the op's time on the calling thread, its own threads'
+    work inside it, the ops it calls outside)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            fn()
+    return {e.key: (e.self_cpu_time_total * 1e-6 / steps, e.count / steps)
+            for e in prof.key_averages()}
+
+
+def op_rows(times: dict[str, tuple[float, float]], top: int) -> list[list[Any]]:
+    """The ``top`` ops by time as table rows: name, milliseconds and calls per step."""
+    ranked = sorted(times.items(), key=lambda kv: -kv[1][0])[:top]
+    return [[name, round(s * 1e3, 3), int(c) if c == int(c) else round(c, 1)]
+            for name, (s, c) in ranked]
+
+
+def by_op(fns: dict[str, Callable[[], Any]], torch: Any, steps: int, bench: str,
+          machine: dict[str, Any]) -> dict[str, dict[str, tuple[float, float]]]:
+    """Each framework's time per op over ``steps`` more runs of its step in ``fns``
+    (``"memgrad"`` and, when PyTorch is installed, ``"pytorch"``), one JSON line each."""
+    tables = {"memgrad": memgrad_op_times(fns["memgrad"], steps)}
+    if "pytorch" in fns:
+        tables["pytorch"] = torch_op_times(torch, fns["pytorch"], steps)
+    for framework, ops in tables.items():
+        emit({"bench": bench, "framework": framework,
+              "ops": {k: [round(s, 6), c] for k, (s, c) in ops.items()}, "machine": machine})
+    return tables
+
+
+def print_by_op(profiles: list[tuple[str, dict]], top: int) -> None:
+    """For each case's ``by_op`` tables, the ``top`` ops of each framework."""
+    for case, tables in profiles:
+        for framework, ops in tables.items():
+            print(f"\n{case}, {framework}: the ops that take the most time, per step")
+            print(table(["op", "ms", "calls"], op_rows(ops, top)))

@@ -17,7 +17,7 @@ medians.
 
 Usage:
     python benchmarks/small.py [--repeats 20] [--warmup 3] [--only nanogpt,train]
-                               [--clock wall|cpu] [--threads N] [--lead N]
+                               [--clock wall|cpu] [--threads N] [--lead N] [--by-op N]
 
 ``--clock cpu`` times with the process's CPU time (all its threads) instead of the wall
 clock, and ``--threads 1`` runs PyTorch on one thread (set ``OPENBLAS_NUM_THREADS=1`` for
@@ -25,6 +25,9 @@ NumPy's BLAS too): on a machine shared with other jobs that compares the two fra
 work rather than the load. ``--lead 1`` runs one untimed step of the same case right
 before each timed one, so that a step follows a step of its own, as in a training loop
 (by default each follows the previous case's, the other framework's or the other mode's).
+``--by-op 12`` then profiles ``--repeats`` more steps of each case and prints the 12 ops
+that take the most time per step in each framework (memgrad's primitives, timed from the
+dispatcher in; PyTorch's ops by their self CPU time in ``torch.profiler``).
 """
 
 from __future__ import annotations
@@ -35,7 +38,15 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from common import emit, interleaved, machine_info, table, torch_or_none
+from common import (
+    by_op,
+    emit,
+    interleaved,
+    machine_info,
+    print_by_op,
+    table,
+    torch_or_none,
+)
 
 import memgrad as mg
 from memgrad import models, nn
@@ -183,9 +194,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="PyTorch's intra-op threads (default: 2)")
     parser.add_argument("--lead", type=int, default=0,
                         help="untimed steps of the same case before each timed one (default: 0)")
+    parser.add_argument("--by-op", type=int, default=0, metavar="N",
+                        help="then print the N ops that take the most time per step")
     args = parser.parse_args(argv)
     if args.lead < 0:
         parser.error(f"--lead: expected a count >= 0, got {args.lead}")
+    if args.by_op < 0:
+        parser.error(f"--by-op: expected a count >= 0, got {args.by_op}")
     names = args.only.split(",")
     for name in names:
         if name not in MODELS:
@@ -195,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if torch is not None:
         torch.set_num_threads(args.threads)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    rows = []
+    rows, profiles = [], []
     for name in names:
         sizes = MODELS[name]
         for checkpointed in (False, True):
@@ -219,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append([name, mode, ours, theirs, None if ratio is None else f"{ratio:.2f}x",
                          f"{first['memgrad']:.5f}",
                          f"{first['pytorch']:.5f}" if "pytorch" in first else None])
+            if args.by_op:
+                tables = by_op(fns, torch, args.repeats, "small_by_op", machine)
+                profiles.append((f"{name} {mode}", tables))
     print()
     lead = f", {args.lead} untimed before each" if args.lead else ""
     print(f"training step, seconds ({args.clock} clock, median of {args.repeats}, interleaved"
@@ -229,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows))
     if torch is None:
         print("pytorch: not installed, its column is skipped (a comparison only)")
+    print_by_op(profiles, args.by_op)
     return 0
 
 

@@ -10,8 +10,12 @@ The two frameworks' steps are timed in turn within each repeat (interleaved), so
 see the same load on a shared machine; the table gives the medians. Prints one JSON line
 per measurement, then a table with the ratio memgrad / PyTorch.
 
+``--by-op 12`` then profiles ``--repeats`` more steps of each workload and prints the 12
+ops that take the most time per step in each framework (memgrad's primitives, timed from the
+dispatcher in; PyTorch's ops by their self CPU time in ``torch.profiler``).
+
 Usage:
-    python benchmarks/workloads.py [--repeats 5] [--only W1,W2,W3] [--small]
+    python benchmarks/workloads.py [--repeats 5] [--only W1,W2,W3] [--small] [--by-op N]
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from common import emit, interleaved, machine_info, table, torch_or_none, workload_args
+from common import (
+    by_op,
+    emit,
+    interleaved,
+    machine_info,
+    print_by_op,
+    table,
+    torch_or_none,
+    workload_args,
+)
 
 import memgrad as mg
 from memgrad import models
@@ -124,11 +137,11 @@ def _torch_transformer(torch: Any, blocks: int, d_model: int, heads: int, seq: i
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the JSON lines and the table; returns the exit status."""
-    args = workload_args(__doc__, argv, repeats=5, warmup=2)
+    args = workload_args(__doc__, argv, repeats=5, warmup=2, by_op=True)
     machine = machine_info()
     torch = torch_or_none()
     sizes_of = SMALL if args.small else FULL
-    rows = []
+    rows, profiles = [], []
     for key in args.only.split(","):
         name, sizes = sizes_of[key]
         fns = {"memgrad": memgrad_step(name, sizes)}
@@ -146,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([key, ours, theirs, None if ratio is None else f"{ratio:.2f}x",
                      f"{TARGETS[key]:.2f}x",
                      "-" if ratio is None else ("met" if ratio <= TARGETS[key] else "not met")])
+        if args.by_op:
+            profiles.append((key, by_op(fns, torch, args.repeats, "workload_by_op", machine)))
     print()
     print(f"training step, seconds (median of {args.repeats}, interleaved with PyTorch's); "
           f"{machine['cpu']}, "
@@ -153,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(["workload", "memgrad", "pytorch", "ratio", "target", ""], rows))
     if torch is None:
         print("pytorch: not installed, its column is skipped (a comparison only)")
+    print_by_op(profiles, args.by_op)
     return 0
 
 
