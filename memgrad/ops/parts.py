@@ -47,6 +47,27 @@ the last bits from OpenBLAS's own two-thread split, as they already differ betwe
 two BLAS threads). Without the per-thread count, every product runs whole on BLAS's own
 threads.
 
+NOTE [ One set of threads ]
+OpenBLAS's own threads and the helpers of ``in_parts`` are two sets of threads on the same
+cores. After each product OpenBLAS's workers spin, on the core, for up to 2^28 cycles, and
+a kernel in parts that follows shares a core with them: on a 2-core machine a training step
+of a small transformer ran no faster with two BLAS threads than with one (the GELU kernels
+and the attention softmax in parts 20-25% slower, the products 10-20% faster). Where the
+platform allows it (Linux on x86-64 or AArch64, numba's compiler on, an OpenBLAS that
+exports ``openblas_set_threads_callback_function``), the helpers are also OpenBLAS's
+threads: they wait in a loop compiled without the GIL (memgrad/_kernels/handoff.py), OpenBLAS
+hands them its parallel jobs through that callback (job 0 runs on the calling thread, as
+on OpenBLAS's own threads, so a product is split and computed exactly as before), and a part
+of an op reaches them through the same slot. A helper spins for ``SPIN_ROUNDS`` pauses, then
+sleeps on a futex, so an idle process uses no CPU. The helpers are made by the first op
+that runs in parts, as many as BLAS has threads less one (until then, and in a process
+whose ops are all too small to split, OpenBLAS keeps its own threads: setting up the
+callback compiles it, some 0.5 s, which a short process should not pay); a job
+no helper can take (more jobs than helpers, or while helpers are replaced) runs on a
+thread made for that call, since the jobs of one product wait for each
+other; a forked child gives OpenBLAS its own threads back until it makes its helpers.
+``MEMGRAD_BLAS_HANDOFF=0`` in the environment keeps the two sets apart.
+
 NOTE [ Accumulating GEMM ]
 ``Gemm(a, b, c)`` computes ``c = a @ b + beta * c`` for 2-D float32 or float64 views whose
 rows or columns are unit-strided, through NumPy's own OpenBLAS's ``cblas_?gemm`` (ILP64, as
@@ -85,6 +106,9 @@ PRODUCT_PARTS_MIN_MACS = 1 << 26
 # the parts of a product's rows (rows_in_parts) start at multiples of this: a multiple of
 # OpenBLAS's row unrolling, so that each part is tiled as that part of the whole product
 ROW_ALIGN = 16
+# rounds of the CPU's pause instruction a hand-off helper waits for work before it sleeps
+# (NOTE [ One set of threads ]): some 2 ms on a CPU whose pause takes 30 ns
+SPIN_ROUNDS = 1 << 16
 
 
 def _openblas_symbol(*names: str) -> Any:
@@ -130,6 +154,7 @@ class Parts:
     gemms: dict | None = None  # dtype -> cblas_?gemm or None, looked up on first use
     helpers: list | None = None  # the _Helper threads, k - 1 of them
     lock = threading.Lock()  # one op in parts at a time: the helpers take one part each
+    handoff: object = False  # the _Handoff of NOTE [ One set of threads ], None, or not set up
 
 
 class _Inside(threading.local):
@@ -142,6 +167,10 @@ _inside = _Inside()
 def _reset_after_fork() -> None:
     Parts.helpers = None  # the child has none of the parent's threads
     Parts.lock = threading.Lock()  # nor a lock another thread of the parent held
+    if isinstance(Parts.handoff, _Handoff):  # OpenBLAS's own threads, until new helpers
+        Parts.handoff.set_callback(None)
+        Parts.handoff.register([])
+        Parts.handoff.states[:] = 0  # handoff.NONE: no helper serves a slot here
 
 
 if hasattr(os, "register_at_fork"):
@@ -174,20 +203,25 @@ class _Helper:
         _inside.active = True
         while True:
             self.go.acquire()
-            part, self.part = self.part, None
-            if part is None:
+            if self.part is None:
                 return  # stopped
-            set_local, work, lo, hi = part
-            del part
-            prev = set_local(1)
-            try:
-                self.result = (work(lo, hi), None)
-            except BaseException as e:
-                self.result = (None, e)
-            finally:
-                del work
-                set_local(prev)
+            self._run_part()
             self.done.release()
+
+    def _run_part(self) -> None:
+        """Run the part handed over with one BLAS thread and keep its result; the part is
+        let go of first."""
+        part, self.part = self.part, None
+        set_local, work, lo, hi = part
+        del part
+        prev = set_local(1)
+        try:
+            self.result = (work(lo, hi), None)
+        except BaseException as e:
+            self.result = (None, e)
+        finally:
+            del work
+            set_local(prev)
 
     def run(self, set_local: Any, work: Callable[[int, int], Any], lo: int, hi: int) -> None:
         self.part = (set_local, work, lo, hi)
@@ -207,13 +241,125 @@ class _Helper:
             self.go.release()
 
 
+class _HandoffHelper(_Helper):
+    """A helper that waits in the hand-off loop, without the GIL, and runs OpenBLAS's jobs
+    as well as parts (NOTE [ One set of threads ]); ``run``, ``join`` and ``stop`` as
+    ``_Helper``'s."""
+
+    def __init__(self, name: str, handoff: _Handoff, slot: int) -> None:
+        self.handoff, self.slot, self.stopping = handoff, slot, False
+        super().__init__(name)
+
+    def _serve(self) -> None:
+        kernels = _kernels()
+        _inside.active = True
+        states, jobs, slot = self.handoff.states, self.handoff.jobs, self.slot
+        states[slot] = kernels.IDLE  # (NONE until now: OpenBLAS's jobs took threads of their own)
+        if self.stopping:  # stop() came first: serve returns at once
+            kernels.stop(states, slot)
+        while kernels.serve(states, jobs, slot, SPIN_ROUNDS) == kernels.PART:
+            self._run_part()
+            states[slot] = kernels.IDLE
+            if self.stopping:  # stop() may have found the helper running its part
+                kernels.stop(states, slot)
+            self.done.release()
+        states[slot] = kernels.NONE
+
+    def run(self, set_local: Any, work: Callable[[int, int], Any], lo: int, hi: int) -> None:
+        self.part = (set_local, work, lo, hi)
+        if not _kernels().post(self.handoff.states, self.slot):  # it has ended: run it here
+            del work
+            self._run_part()
+            self.done.release()
+
+    def stop(self) -> None:
+        """End the thread once its part (if any) is done."""
+        self.stopping = True
+        _kernels().stop(self.handoff.states, self.slot)
+
+
+class _Handoff:
+    """The state of NOTE [ One set of threads ]: the helpers' slots and OpenBLAS's threads
+    callback, set up once per process."""
+
+    def __init__(self, set_callback: Any) -> None:
+        kernels = _kernels()
+        self.states = np.zeros(kernels.SLOTS, np.int32)
+        self.jobs = np.zeros((kernels.SLOTS, 4), np.int64)
+        self.helpers = np.zeros(kernels.SLOTS + 1, np.int64)  # count, then the slots
+        self.callback = kernels.blas_callback(self.states, self.jobs, self.helpers)
+        self.set_callback = set_callback
+        self.next_slot = 0
+        self.listed: list = []  # the helpers last registered
+
+    @staticmethod
+    def make() -> _Handoff | None:
+        """The hand-off, or None where this platform, NumPy's BLAS or the environment
+        (``MEMGRAD_BLAS_HANDOFF=0``, ``NUMBA_DISABLE_JIT=1``) rule it out."""
+        if os.environ.get("MEMGRAD_BLAS_HANDOFF", "1") == "0" or _set_local() is None:
+            return None
+        from numba import config
+
+        if config.DISABLE_JIT or not _kernels().supported():
+            return None
+        setter = _openblas_symbol("scipy_openblas_set_threads_callback_function64_",
+                                  "openblas_set_threads_callback_function")
+        if setter is None:
+            return None
+        setter.argtypes, setter.restype = [ctypes.c_void_p], None
+        return _Handoff(setter)
+
+    def start(self, n: int) -> list | None:
+        """``n`` new helpers, listed for OpenBLAS's jobs; None once the slots are used up
+        (then OpenBLAS runs its jobs on its own threads again)."""
+        self.register([])  # while they change, OpenBLAS's jobs take threads of their own
+        if self.next_slot + n > len(self.states):
+            self.set_callback(None)
+            return None
+        slots = range(self.next_slot, self.next_slot + n)
+        self.next_slot += n
+        helpers = [_HandoffHelper(f"memgrad-parts_{i}", self, slot) for i, slot in enumerate(slots)]
+        self.register(helpers)
+        self.set_callback(self.callback.address)  # (again, in a forked child)
+        return helpers
+
+    def register(self, helpers: list) -> None:
+        """List ``helpers`` as the ones OpenBLAS's jobs go to (the count last, so that the
+        callback never reads a half-written list)."""
+        slots = [h.slot for h in helpers if isinstance(h, _HandoffHelper)]
+        self.helpers[0] = 0
+        self.helpers[1:len(slots) + 1] = slots
+        self.helpers[0] = len(slots)
+        self.listed = helpers
+
+
+def _kernels() -> Any:
+    from memgrad._kernels import handoff
+
+    return handoff
+
+
+def _handoff() -> _Handoff | None:
+    if Parts.handoff is False:
+        Parts.handoff = _Handoff.make()
+    return Parts.handoff  # type: ignore[return-value]
+
+
 def _helpers(k: int) -> list:
-    """``k - 1`` helper threads, made on first use (under ``Parts.lock``)."""
+    """``k - 1`` helper threads, made on first use (under ``Parts.lock``): hand-off
+    helpers (NOTE [ One set of threads ]) when this platform has them."""
     helpers = Parts.helpers
     if helpers is None or len(helpers) < k - 1:
         for h in helpers or ():
             h.stop()
-        helpers = Parts.helpers = [_Helper(f"memgrad-parts_{i}") for i in range(k - 1)]
+        handoff = _handoff()
+        if handoff is not None:
+            helpers = handoff.start(k - 1)
+        if handoff is None or helpers is None:
+            helpers = [_Helper(f"memgrad-parts_{i}") for i in range(k - 1)]
+        Parts.helpers = helpers
+    elif isinstance(Parts.handoff, _Handoff) and Parts.handoff.listed is not helpers:
+        Parts.handoff.register(helpers)  # set back from elsewhere (as tests do)
     return helpers
 
 
@@ -237,7 +383,8 @@ def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
         if k < 2:
             return [work(0, n)]
         with Parts.lock:
-            return _run_parts(_helpers(k), set_local, work, [n * i // k for i in range(k + 1)])
+            helpers = _helpers(threads)
+            return _run_parts(helpers, set_local, work, [n * i // k for i in range(k + 1)])
     finally:
         set_local(threads)
 

@@ -1,0 +1,290 @@
+"""GIL-free hand-off of work to memgrad's helper threads: OpenBLAS's parallel jobs and the
+parts of memgrad's ops on one set of threads (NOTE [ One set of threads ] in memgrad/ops/parts.py).
+
+Each helper thread has a slot: an int32 state word in ``states`` and four int64 words in
+``jobs`` (a job's function, index, data and argument). A helper waits in ``serve``, compiled
+without the GIL: it spins for ``spin`` rounds of the CPU's pause instruction, then sleeps on
+a futex (Linux), so that an idle process uses no CPU. ``post`` hands a slot a Python part
+(``serve`` then returns ``PART`` to the helper's Python loop) or, in ``blas_callback``, one of
+OpenBLAS's jobs, which the helper runs inside ``serve``. A job no helper can take (more jobs
+than helpers, or none alive, as in a forked child) runs on a thread of its own, made and
+joined for that call: OpenBLAS's jobs of one product wait for each other, so they must all
+run at once.
+
+Nothing here imports memgrad. The functions need numba's compiler (they are infrastructure,
+not kernels: with ``NUMBA_DISABLE_JIT=1`` memgrad does not use them).
+"""
+
+import platform
+import sys
+
+import numpy as np
+from llvmlite import ir
+from numba import carray, cfunc, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+__all__ = ["NONE", "IDLE", "SLEEP", "CLAIMED", "JOB", "DONE", "PART", "STOP", "SLOTS",
+           "supported", "serve", "post", "stop", "blas_callback"]
+
+NONE, IDLE, SLEEP, CLAIMED, JOB, DONE, PART, STOP = range(8)
+SLOTS = 64  # helper slots: a slot is not reused, so that a stopped helper still finishing a
+# part cannot write into a new helper's state
+
+_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())  # SYS_futex
+_FUTEX_WAIT, _FUTEX_WAKE = 128, 129  # the _PRIVATE forms
+
+
+def supported() -> bool:
+    """Whether this platform has what the pool needs: Linux's futex on x86-64 or AArch64."""
+    return sys.platform == "linux" and _FUTEX is not None
+
+
+_SYS_FUTEX = _FUTEX or 0
+
+
+def _extern(builder, name, ret, arg_types, var_arg=False):
+    fnty = ir.FunctionType(ret, arg_types, var_arg=var_arg)
+    return cgutils.get_or_insert_function(builder.module, fnty, name)
+
+
+@intrinsic
+def _futex(typingctx, addr, op, value):
+    """``syscall(SYS_futex, addr, op, value, NULL, NULL, 0)``."""
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        fn = _extern(builder, "syscall", i64, [i64], var_arg=True)
+        zero = ir.Constant(i64, 0)
+        builder.call(fn, [ir.Constant(i64, _SYS_FUTEX), args[0],
+                          context.cast(builder, args[1], sig.args[1], types.int64),
+                          context.cast(builder, args[2], sig.args[2], types.int64),
+                          zero, zero, zero])
+        return context.get_dummy_value()
+
+    return types.void(types.int64, op, value), codegen
+
+
+@intrinsic
+def _thread_start(typingctx, tid_at, fn, arg):
+    """``pthread_create(tid_at, NULL, fn, arg)``: 0, or an error number."""
+    def codegen(context, builder, sig, args):
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        start = _extern(builder, "pthread_create", i32, [i8p, i8p, i8p, i8p])
+        ptrs = [builder.inttoptr(a, i8p) for a in args]
+        return builder.call(start, [ptrs[0], ir.Constant(i8p, None), ptrs[1], ptrs[2]])
+
+    return types.int32(types.int64, types.int64, types.int64), codegen
+
+
+@intrinsic
+def _thread_join(typingctx, tid):
+    """``pthread_join(tid, NULL)``."""
+    def codegen(context, builder, sig, args):
+        i8p, i32, i64 = ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(64)
+        join = _extern(builder, "pthread_join", i32, [i64, i8p])
+        builder.call(join, [args[0], ir.Constant(i8p, None)])
+        return context.get_dummy_value()
+
+    return types.void(types.int64), codegen
+
+
+def _i32_ptr(builder, addr):
+    return builder.inttoptr(addr, ir.IntType(32).as_pointer())
+
+
+@intrinsic
+def _load(typingctx, addr):
+    def codegen(context, builder, sig, args):
+        return builder.load_atomic(_i32_ptr(builder, args[0]), "acquire", 4)
+
+    return types.int32(types.int64), codegen
+
+
+@intrinsic
+def _store(typingctx, addr, value):
+    def codegen(context, builder, sig, args):
+        value = builder.trunc(args[1], ir.IntType(32)) if args[1].type.width > 32 else args[1]
+        builder.store_atomic(value, _i32_ptr(builder, args[0]), "release", 4)
+        return context.get_dummy_value()
+
+    return types.void(types.int64, value), codegen
+
+
+@intrinsic
+def _cas(typingctx, addr, old, new):
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        old, new = (builder.trunc(a, i32) if a.type.width > 32 else a for a in args[1:])
+        pair = builder.cmpxchg(_i32_ptr(builder, args[0]), old, new, "acq_rel", "acquire")
+        return builder.extract_value(pair, 1)
+
+    return types.boolean(types.int64, old, new), codegen
+
+
+@intrinsic
+def _load64(typingctx, addr):
+    def codegen(context, builder, sig, args):
+        ptr = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
+        return builder.load_atomic(ptr, "acquire", 8)
+
+    return types.int64(types.int64), codegen
+
+
+@intrinsic
+def _store64(typingctx, addr, value):
+    def codegen(context, builder, sig, args):
+        ptr = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
+        builder.store_atomic(args[1], ptr, "release", 8)
+        return context.get_dummy_value()
+
+    return types.void(types.int64, types.int64), codegen
+
+
+@intrinsic
+def _pause(typingctx):
+    def codegen(context, builder, sig, args):
+        if platform.machine() == "x86_64":
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
+                                                "llvm.x86.sse2.pause")
+            builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+@intrinsic
+def _run_job(typingctx, fn, index, data, arg):
+    def codegen(context, builder, sig, args):
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i32, i8p, i32])
+        job = builder.inttoptr(args[0], fnty.as_pointer())
+        builder.call(job, [builder.trunc(args[1], i32), builder.inttoptr(args[2], i8p),
+                           builder.trunc(args[3], i32)])
+        return context.get_dummy_value()
+
+    return types.void(types.int64, types.int64, types.int64, types.int64), codegen
+
+
+@njit(nogil=True, cache=True)
+def serve(states, jobs, slot, spin):
+    """Wait for work in ``slot``: run the OpenBLAS jobs posted to it; return ``PART`` when a
+    Python part was posted (the caller runs it, then stores ``IDLE``) or ``STOP``."""
+    state = states.ctypes.data + 4 * slot
+    job = jobs.ctypes.data + 32 * slot
+    rounds = 0
+    while True:
+        s = _load(state)
+        if s == JOB:
+            _run_job(_load64(job), _load64(job + 8), _load64(job + 16), _load64(job + 24))
+            _store(state, DONE)
+            rounds = 0
+        elif s == PART or s == STOP:
+            return s
+        elif s == IDLE and rounds < spin:
+            rounds += 1
+            _pause()
+        elif s == IDLE:
+            if _cas(state, IDLE, SLEEP):
+                _futex(state, _FUTEX_WAIT, SLEEP)
+            rounds = 0
+        elif s == SLEEP:  # woken for nothing
+            _futex(state, _FUTEX_WAIT, SLEEP)
+        else:  # CLAIMED or DONE: a caller is busy with this slot
+            _pause()
+
+
+@njit(nogil=True, cache=True)
+def _claim(state, to):
+    """Move an idle or sleeping helper's state to ``to`` (waking it), waiting while it runs
+    another caller's OpenBLAS job; False when no helper serves the slot or it runs a Python
+    part (which may wait for the GIL: OpenBLAS's callers do not wait for it)."""
+    while True:
+        s = _load(state)
+        if s == NONE or s == STOP or (s == PART and to != PART):
+            return False
+        if (s == IDLE or s == SLEEP) and _cas(state, s, to):
+            if s == SLEEP:
+                _futex(state, _FUTEX_WAKE, 1)
+            return True
+        _pause()
+
+
+@njit(nogil=True, cache=True)
+def post(states, slot):
+    """Hand ``slot``'s helper a Python part (waiting while it runs another thread's OpenBLAS
+    job); False when no helper serves the slot."""
+    return _claim(states.ctypes.data + 4 * slot, PART)
+
+
+@njit(nogil=True, cache=True)
+def stop(states, slot):
+    """Stop ``slot``'s helper if it is waiting (idle or asleep); False when it is not (it
+    is running a part, or gone)."""
+    state = states.ctypes.data + 4 * slot
+    for old in (IDLE, SLEEP):
+        if _cas(state, old, STOP):
+            if old == SLEEP:
+                _futex(state, _FUTEX_WAKE, 1)
+            return True
+    return False
+
+
+@cfunc(types.voidptr(types.voidptr), cache=True)
+def _job_thread(arg):
+    words = carray(arg, 4, np.int64)
+    _run_job(words[0], words[1], words[2], words[3])
+    return arg
+
+
+_JOB_THREAD = _job_thread.address
+
+
+def blas_callback(states: np.ndarray, jobs: np.ndarray, helpers: np.ndarray):
+    """OpenBLAS's threads callback (``openblas_set_threads_callback_function``) over the
+    slots listed in ``helpers`` (int64, the first entry their count): job 0 on the calling
+    thread, the others on the helpers, on threads made for the call when no helper takes
+    them. The arrays must outlive the callback."""
+    states_at, jobs_at, helpers_at = (a.ctypes.data for a in (states, jobs, helpers))
+
+    @cfunc(types.void(types.int32, types.int64, types.int32, types.uint64, types.int64,
+                      types.int32))
+    def callback(sync, dojob, numjobs, size, data, arg):
+        if numjobs <= 1:
+            if numjobs == 1:
+                _run_job(dojob, 0, data, arg)
+            return
+        count = _load64(helpers_at)
+        taken = np.full(numjobs, -1, np.int64)  # the helper slot of each job, or -1
+        spare = np.zeros((numjobs, 5), np.int64)  # job words and thread id, for job threads
+        for j in range(1, numjobs):
+            if j <= count:
+                slot = _load64(helpers_at + 8 * j)
+                state = states_at + 4 * slot
+                if _claim(state, CLAIMED):
+                    job = jobs_at + 32 * slot
+                    _store64(job, dojob)
+                    _store64(job + 8, j)
+                    _store64(job + 16, data + j * np.int64(size))
+                    _store64(job + 24, arg)
+                    _store(state, JOB)
+                    taken[j] = slot
+                    continue
+            spare[j, 0], spare[j, 1] = dojob, j
+            spare[j, 2], spare[j, 3] = data + j * np.int64(size), arg
+            words = spare.ctypes.data + 40 * j
+            if _thread_start(words + 32, _JOB_THREAD, words) != 0:
+                spare[j, 4] = -1  # no thread could be made: run it here, last
+        _run_job(dojob, 0, data, arg)
+        for j in range(1, numjobs):
+            if taken[j] < 0 and spare[j, 4] == -1:
+                _run_job(dojob, j, data + j * np.int64(size), arg)
+        for j in range(1, numjobs):
+            if taken[j] >= 0:
+                state = states_at + 4 * taken[j]
+                while _load(state) != DONE:
+                    _pause()
+                _store(state, IDLE)
+            elif spare[j, 4] != -1:
+                _thread_join(spare[j, 4])
+
+    return callback
