@@ -218,15 +218,21 @@ def post(states, slot):
 
 @njit(nogil=True, cache=True)
 def stop(states, slot):
-    """Stop ``slot``'s helper if it is waiting (idle or asleep); False when it is not (it
-    is running a part, or gone)."""
+    """Stop ``slot``'s helper if it is waiting (idle or asleep), once it has run the
+    OpenBLAS job it may be running; False when it runs a Python part (it then stops after
+    it) or is gone."""
     state = states.ctypes.data + 4 * slot
-    for old in (IDLE, SLEEP):
-        if _cas(state, old, STOP):
-            if old == SLEEP:
-                _futex(state, _FUTEX_WAKE, 1)
-            return True
-    return False
+    while True:
+        s = _load(state)
+        if s == IDLE or s == SLEEP:
+            if _cas(state, s, STOP):
+                if s == SLEEP:
+                    _futex(state, _FUTEX_WAKE, 1)
+                return True
+        elif s == CLAIMED or s == JOB or s == DONE:
+            _pause()
+        else:
+            return False
 
 
 @cfunc(types.voidptr(types.voidptr), cache=True)

@@ -147,6 +147,17 @@ def test_the_serve_loop_returns_parts_and_stops():
     assert not handoff.post(states, 3)  # stopped: a part is not taken
 
 
+def test_a_helper_running_an_openblas_job_is_stopped_once_the_job_is_done():
+    states = np.zeros(handoff.SLOTS, np.int32)
+    states[2] = handoff.JOB  # another thread's job in flight
+    done = threading.Timer(0.05, lambda: states.__setitem__(2, handoff.IDLE))
+    done.start()
+    assert handoff.stop(states, 2)  # waits for the job, not a no-op that leaves it serving
+    assert states[2] == handoff.STOP
+    states[2] = handoff.PART
+    assert not handoff.stop(states, 2)  # a Python part: it stops itself after the part
+
+
 def _child_products():
     pairs = _products(np.float32)
     with _blas(2):
