@@ -36,11 +36,8 @@ _FUTEX_WAIT, _FUTEX_WAKE = 128, 129  # the _PRIVATE forms
 
 
 def supported() -> bool:
-    """Whether this platform has what the pool needs: Linux's futex on x86-64 or AArch64."""
+    """Whether this platform has what the hand-off needs: Linux's futex on x86-64 or AArch64."""
     return sys.platform == "linux" and _FUTEX is not None
-
-
-_SYS_FUTEX = _FUTEX or 0
 
 
 def _extern(builder, name, ret, arg_types, var_arg=False):
@@ -55,7 +52,7 @@ def _futex(typingctx, addr, op, value):
         i64 = ir.IntType(64)
         fn = _extern(builder, "syscall", i64, [i64], var_arg=True)
         zero = ir.Constant(i64, 0)
-        builder.call(fn, [ir.Constant(i64, _SYS_FUTEX), args[0],
+        builder.call(fn, [ir.Constant(i64, _FUTEX or 0), args[0],
                           context.cast(builder, args[1], sig.args[1], types.int64),
                           context.cast(builder, args[2], sig.args[2], types.int64),
                           zero, zero, zero])
