@@ -82,14 +82,17 @@ ATOL = 1e-7  # times (1 + sum of |loss terms|): the round-off of the differences
 def _small_causal_blocks_and_kernels():
     """Attention's causal products skip the blocks of rows above the diagonal; at the
     generator's short sequences, blocks of 2 rows make them skip some. The compiled
-    elementwise kernels (relu, where, float32 exp) run from 16,384 elements: here on every
-    size, so that the programs' small tensors take them too."""
+    elementwise kernels (relu, where, float32 exp) run from 16,384 elements, and batches of
+    products as jobs on the helper threads (NOTE [ Products as jobs ]) from 2^20
+    multiply-adds: here on every size, so that the programs' small tensors take them too."""
     import memgrad.ops.elementwise as ew_ops
     import memgrad.ops.nn as nn_ops
+    from memgrad.ops import parts
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(nn_ops, "CAUSAL_BLOCK", 2)
         patch.setattr(ew_ops, "_KERNEL_MIN", 0)
+        patch.setattr(parts, "JOB_PARTS_MIN_MACS", 0)
         yield
 
 

@@ -11,6 +11,11 @@ than helpers, or none alive, as in a forked child) runs on a thread of its own, 
 joined for that call: OpenBLAS's jobs of one product wait for each other, so they must all
 run at once.
 
+``PRODUCTS_JOB`` is a job of that kind for memgrad's own use: a batch of matrix products, one
+``cblas_?gemm`` call per matrix (or per block of rows of a causal product), described by one
+row of ``PRODUCT_WORDS`` int64 words per part; run through ``blas_callback``, its parts reach the
+helpers without the GIL.
+
 Nothing here imports memgrad. The functions need numba's compiler (they are infrastructure,
 not kernels: with ``NUMBA_DISABLE_JIT=1`` memgrad does not use them).
 """
@@ -25,7 +30,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = ["NONE", "IDLE", "SLEEP", "CLAIMED", "JOB", "DONE", "PART", "STOP", "SLOTS",
-           "supported", "serve", "post", "stop", "blas_callback"]
+           "supported", "serve", "post", "stop", "blas_callback", "FORMS", "PRODUCT_WORDS",
+           "W_THREAD", "PRODUCTS_JOB", "product_row", "product_parts"]
 
 NONE, IDLE, SLEEP, CLAIMED, JOB, DONE, PART, STOP = range(8)
 SLOTS = 64  # helper slots: a slot is not reused, so that a stopped helper still finishing a
@@ -230,6 +236,151 @@ def stop(states, slot):
             _pause()
         else:
             return False
+
+
+# The words of one part of PRODUCTS_JOB (int64): the cblas_?gemm (ILP64) to call and whether
+# it is dgemm, the item size in bytes, the form (FORMS) and causal block, the part's range
+# [lo, hi) of the batch flattened from (outer, inner) with ``inner`` inner entries; for a, b
+# and c: the address of matrix 0, the byte strides of the two batch dimensions, the BLAS
+# transpose flag (111 no, 112 yes) and leading dimension of a row-major matrix (c's flag is
+# 111); the rows and columns of a and b; last, the id of the thread that ran the part.
+(W_GEMM, W_DOUBLE, W_ITEM, W_FORM, W_BLOCK, W_LO, W_HI, W_INNER,
+ W_A, W_A1, W_A2, W_TA, W_LDA, W_B, W_B1, W_B2, W_TB, W_LDB, W_C, W_C1, W_C2, W_LDC,
+ W_AROWS, W_ACOLS, W_BROWS, W_BCOLS, W_THREAD) = range(27)
+PRODUCT_WORDS = 27
+# c = a @ b; the causal forms of NOTE [ Causal products ] in memgrad/ops/nn.py: M * (a @ b^T),
+# (M * a) @ b, (M * a)^T @ b, with M the block mask of ``block`` rows
+FORMS = {"mm": 0, "abT": 1, "ab": 2, "aTb": 3}
+_NO_TRANS = 111
+
+
+@intrinsic
+def _gemm(typingctx, fn, double, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
+    """``fn(RowMajor, ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)``: the ILP64
+    ``cblas_dgemm`` when ``double`` is nonzero, else ``cblas_sgemm``."""
+    def codegen(context, builder, sig, args):
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+
+        def call(real):
+            fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, real, i64,
+                                                   i64, i64, i64, real, i64, i64])
+            fn = builder.inttoptr(args[0], fnty.as_pointer())
+            builder.call(fn, [ir.Constant(i32, 101), builder.trunc(args[2], i32),
+                              builder.trunc(args[3], i32), args[4], args[5], args[6],
+                              ir.Constant(real, 1.0), args[7], args[8], args[9], args[10],
+                              ir.Constant(real, 0.0), args[11], args[12]])
+
+        with builder.if_else(builder.icmp_signed("!=", args[1], ir.Constant(i64, 0))) as (
+                double, single):
+            with double:
+                call(ir.DoubleType())
+            with single:
+                call(ir.FloatType())
+        return context.get_dummy_value()
+
+    return types.void(*([types.int64] * 13)), codegen
+
+
+@intrinsic
+def _zero(typingctx, addr, nbytes):
+    def codegen(context, builder, sig, args):
+        cgutils.memset(builder, builder.inttoptr(args[0], ir.IntType(8).as_pointer()),
+                       args[1], 0)
+        return context.get_dummy_value()
+
+    return types.void(types.int64, types.int64), codegen
+
+
+@intrinsic
+def _thread_self(typingctx):
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        return builder.call(_extern(builder, "pthread_self", i64, []), [])
+
+    return types.int64(), codegen
+
+
+@njit(nogil=True, cache=True)
+def _flip(t):
+    return 223 - t  # 111 <-> 112
+
+
+@njit(nogil=True, cache=True)
+def _matrix_products(w, a, b, c):
+    """The products of one matrix of the batch (form ``w[W_FORM]``) at addresses a, b, c."""
+    fn, double, item, form, block = w[W_GEMM], w[W_DOUBLE], w[W_ITEM], w[W_FORM], w[W_BLOCK]
+    ta, lda, tb, ldb, ldc = w[W_TA], w[W_LDA], w[W_TB], w[W_LDB], w[W_LDC]
+    rows, cols, n = w[W_AROWS], w[W_ACOLS], w[W_BCOLS]
+    ars, acs = (lda * item, item) if ta == _NO_TRANS else (item, lda * item)  # bytes
+    brs = ldb * item if tb == _NO_TRANS else item
+    if form == 0:
+        _gemm(fn, double, ta, tb, rows, n, cols, a, lda, b, ldb, c, ldc)
+    elif form == 1:  # M * (a @ b^T): the whole product, then the blocks above the diagonal 0
+        s = w[W_BROWS]
+        _gemm(fn, double, ta, _flip(tb), rows, s, cols, a, lda, b, ldb, c, ldc)
+        for r0 in range(0, rows, block):
+            c0 = r0 + block
+            if c0 >= s:
+                break
+            for r in range(r0, min(rows, c0)):
+                _zero(c + (r * ldc + c0) * item, (s - c0) * item)
+    elif form == 2:  # (M * a) @ b: row block r reads the columns of a below (r + 1) * block
+        for r0 in range(0, rows, block):
+            r1 = min(rows, r0 + block)
+            _gemm(fn, double, ta, tb, r1 - r0, n, min(cols, r0 + block), a + r0 * ars, lda,
+                  b, ldb, c + r0 * ldc * item, ldc)
+    else:  # (M * a)^T @ b: column block c of a is read from row c0 on
+        for c0 in range(0, cols, block):
+            if c0 >= rows:
+                for r in range(c0, cols):
+                    _zero(c + r * ldc * item, n * item)
+                break
+            c1 = min(cols, c0 + block)
+            _gemm(fn, double, _flip(ta), tb, c1 - c0, n, rows - c0, a + c0 * (ars + acs), lda,
+                  b + c0 * brs, ldb, c + c0 * ldc * item, ldc)
+
+
+@cfunc(types.void(types.int32, types.voidptr, types.int32), cache=True)
+def _products_job(index, data, arg):
+    w = carray(data, PRODUCT_WORDS, np.int64)
+    w[W_THREAD] = _thread_self()
+    inner = w[W_INNER]
+    for i in range(w[W_LO], w[W_HI]):
+        i1 = i // inner
+        i2 = i - i1 * inner
+        _matrix_products(w, w[W_A] + i1 * w[W_A1] + i2 * w[W_A2],
+                         w[W_B] + i1 * w[W_B1] + i2 * w[W_B2],
+                         w[W_C] + i1 * w[W_C1] + i2 * w[W_C2])
+
+
+PRODUCTS_JOB = _products_job.address
+
+
+def product_row(gemm, double, item, form, block, inner, a, b, c, dims):
+    """The words of ``PRODUCTS_JOB`` (a list, the part's range still empty) for a batch of
+    products by ``gemm`` (an address; dgemm when ``double``) of ``item``-byte numbers, in
+    form ``form`` (a key of ``FORMS``), with ``inner`` entries in the inner of two batch
+    dimensions: ``a`` and ``b`` are (address, batch stride 1, batch stride 2, transpose
+    flag, leading dimension), ``c`` the same without the flag (c is not transposed),
+    ``dims`` the rows and columns of a and of b."""
+    row = [gemm, double, item, FORMS[form], block, 0, 0, inner]
+    row += a
+    row += b
+    row += c
+    row += dims
+    row.append(0)
+    return row
+
+
+def product_parts(row, parts, batch):
+    """The rows of ``PRODUCTS_JOB`` for ``parts`` parts of a batch of ``batch`` matrices,
+    from ``product_row``'s words."""
+    rows = []
+    for j in range(parts):
+        r = row.copy()
+        r[W_LO], r[W_HI] = batch * j // parts, batch * (j + 1) // parts
+        rows.append(r)
+    return np.array(rows, np.int64)
 
 
 @cfunc(types.voidptr(types.voidptr), cache=True)

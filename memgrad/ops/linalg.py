@@ -49,9 +49,13 @@ def _batched(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     b = math.prod(x.shape[:-2])
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
     macs = b * m * k * n
-    if b < 2 or macs < parts.PARTS_MIN_MACS:
+    if b < 2 or macs < min(parts.PARTS_MIN_MACS, parts.JOB_PARTS_MIN_MACS):
         return np.matmul(x, y)
     out = np.empty(x.shape[:-2] + (m, n), dtype=np.result_type(x, y))
+    if parts.products_in_parts(x, y, out, "mm", 1, macs):  # NOTE [ Products as jobs ]
+        return out
+    if macs < parts.PARTS_MIN_MACS:
+        return np.matmul(x, y, out=out)
     if x.shape[0] >= 8:
         # parts of the first batch dimension: slices of strided operands (attention's
         # heads, transposed views) stay views, where flattening the batch would copy them

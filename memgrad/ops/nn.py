@@ -998,9 +998,11 @@ def _(gg, out, needs, g, y, scale):
 # The VJP of each form is two of the forms (the family is closed), so double backward works.
 # The weights are exactly 0 above the diagonal, so (M * w) @ v is w @ v; at W2's sizes
 # (128 positions, blocks of 32) "ab" and "aTb" do 5/8 of the full products' multiply-adds.
-# Each is one NumPy matmul per row block (per column block for "aTb") over the whole batch,
-# in parts of the first batch dimension (NOTE [ Batch parts ]): every matrix is computed the
-# same way whatever the split. Their results take the layout of heads split from one
+# Each is one BLAS product per row block (per column block for "aTb") of each matrix: as
+# jobs on the helper threads when the batch is large enough (NOTE [ Products as jobs ] in
+# ops/parts.py), else one NumPy matmul per block over the whole batch, in parts of the first
+# batch dimension (NOTE [ Batch parts ]): every matrix is computed the same way whatever the
+# split. Their results take the layout of heads split from one
 # projection when ``b`` has it (``_like_heads``), so that attention's output, and the
 # gradients of queries, keys and values, merge their heads back without a copy.
 
@@ -1083,6 +1085,8 @@ def causal_matmul(a, b, *, form, block):
         _causal_blocks(a, b, out, form, block)
         return out
     macs = math.prod(shape) * (b.shape[-1] if form == "abT" else a.shape[-1]) // 2
+    if parts.products_in_parts(a, b, out, form, block, macs):  # NOTE [ Products as jobs ]
+        return out
 
     def work(lo: int, hi: int) -> None:
         _causal_blocks(a[lo:hi], b[lo:hi], out[lo:hi], form, block)

@@ -68,6 +68,22 @@ thread made for that call, since the jobs of one product wait for each
 other; a forked child gives OpenBLAS its own threads back until it makes its helpers.
 ``MEMGRAD_BLAS_HANDOFF=0`` in the environment keeps the two sets apart.
 
+NOTE [ Products as jobs ]
+A part of ``in_parts`` is Python: a helper takes the GIL to run it, and gives it back at each
+NumPy call. For a batch of small products (attention's per-head matrices, 64 products of
+64x64x16 in the ``train`` model) the turns of the GIL between the two threads cost more than
+the second core saves: a causal product of 84 us ran in 81 us in two parts, the helper's part
+starting 23 us after the call. ``products_in_parts`` runs such a batch as one of OpenBLAS's
+kind of jobs instead (``PRODUCTS_JOB`` in memgrad/_kernels/handoff.py, through the threads
+callback): each part is a row of words (addresses, strides, leading dimensions, the form of
+NOTE [ Causal products ] in ops/nn.py), checked and written here from the arrays, and the
+job calls ``cblas_?gemm`` once per matrix (per row block of a causal form) with those words,
+without the GIL, on the calling thread and on the helpers at once. The same product ran in
+43 us (35 us for either half alone). Each matrix is one call with the arguments NumPy's
+matmul passes, so the values do not depend on the split. It needs the hand-off (else, or for
+operands BLAS cannot take as they lie, the caller runs its NumPy path) and takes the parts'
+lock and one BLAS thread per part, as ``in_parts``.
+
 NOTE [ Accumulating GEMM ]
 ``Gemm(a, b, c)`` computes ``c = a @ b + beta * c`` for 2-D float32 or float64 views whose
 rows or columns are unit-strided, through NumPy's own OpenBLAS's ``cblas_?gemm`` (ILP64, as
@@ -94,8 +110,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PARTS_MIN_MACS", "PRODUCT_PARTS_MIN_MACS", "ROW_ALIGN", "Parts", "in_parts",
-           "rows_in_parts", "rows_product", "Gemm"]
+__all__ = ["PARTS_MIN_MACS", "PRODUCT_PARTS_MIN_MACS", "JOB_PARTS_MIN_MACS", "ROW_ALIGN",
+           "Parts", "in_parts", "rows_in_parts", "rows_product", "products_in_parts", "Gemm"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
@@ -106,6 +122,9 @@ PRODUCT_PARTS_MIN_MACS = 1 << 26
 # the parts of a product's rows (rows_in_parts) start at multiples of this: a multiple of
 # OpenBLAS's row unrolling, so that each part is tiled as that part of the whole product
 ROW_ALIGN = 16
+# multiply-adds from which a batch of products runs as jobs on the helpers (NOTE [ Products
+# as jobs ]): no GIL to pass, so the hand-off costs a few microseconds
+JOB_PARTS_MIN_MACS = 1 << 20
 # rounds of the CPU's pause instruction a hand-off helper waits for work before it sleeps
 # (NOTE [ One set of threads ]): some 2 ms on a CPU whose pause takes 30 ns
 SPIN_ROUNDS = 1 << 16
@@ -152,6 +171,7 @@ class Parts:
 
     set_local: object = False  # not looked up yet
     gemms: dict | None = None  # dtype -> cblas_?gemm or None, looked up on first use
+    gemm_at: dict | None = None  # dtype -> the address of its cblas_?gemm, where there is one
     helpers: list | None = None  # the _Helper threads, k - 1 of them
     lock = threading.Lock()  # one op in parts at a time: the helpers take one part each
     handoff: object = False  # the _Handoff of NOTE [ One set of threads ], None, or not set up
@@ -288,6 +308,7 @@ class _Handoff:
         self.jobs = np.zeros((kernels.SLOTS, 4), np.int64)
         self.helpers = np.zeros(kernels.SLOTS + 1, np.int64)  # count, then the slots
         self.callback = kernels.blas_callback(self.states, self.jobs, self.helpers)
+        self.call = self.callback.ctypes  # (a ctypes call: without the GIL)
         self.set_callback = set_callback
         self.next_slot = 0
         self.listed: list = []  # the helpers last registered
@@ -470,16 +491,109 @@ def rows_product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
+def products_in_parts(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str, block: int,
+                      macs: int) -> bool:
+    """``out`` = form ``form`` of ``a`` and ``b`` over their batch of one or two dimensions
+    (``"mm"``: ``a @ b``; the causal forms of NOTE [ Causal products ] in ops/nn.py, with
+    ``block``), one BLAS call per matrix, in one part per BLAS thread run as jobs on the
+    helpers (NOTE [ Products as jobs ]). False, with ``out`` untouched, where that does not
+    run: fewer than ``JOB_PARTS_MIN_MACS`` multiply-adds, one BLAS thread, no hand-off,
+    inside a part, or operands BLAS cannot take as they lie.
+
+    Example:
+        >>> a, b = np.ones((2, 3, 4)), np.ones((2, 4, 5))
+        >>> products_in_parts(a, b, np.empty((2, 3, 5)), "mm", 1, 0)  # too small
+        False
+    """
+    if macs < JOB_PARTS_MIN_MACS or _inside.active or Parts.handoff is None:
+        return False
+    set_local = _set_local()
+    row = _product_row(a, b, out, form, block) if set_local is not None else None
+    if row is None:
+        return False
+    batch = math.prod(a.shape[:-2])
+    threads = set_local(1)
+    try:
+        k = min(threads, batch)
+        if k < 2:
+            return False
+        with Parts.lock:
+            helpers = _helpers(threads)
+            handoff = Parts.handoff
+            if not isinstance(handoff, _Handoff) or handoff.listed is not helpers:
+                return False  # helpers without the hand-off: this platform has none
+            kernels = _kernels()
+            words = kernels.product_parts(row, k, batch)
+            handoff.call(0, kernels.PRODUCTS_JOB, k, words.strides[0], words.ctypes.data, 0)
+        return True
+    finally:
+        set_local(threads)
+
+
+# form -> (the dims of a and b that must agree, the dims of a and b that make the output's)
+_FORM_DIMS = {"mm": ((1, 2), (0, 3)), "abT": ((1, 3), (0, 2)), "ab": ((1, 2), (0, 3)),
+              "aTb": ((0, 2), (1, 3))}
+
+
+def _product_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
+                 block: int) -> list | None:
+    """The words of ``products_in_parts``'s job, or None when the operands do not fit it:
+    one or two batch dimensions, one float dtype, no empty dimension, matrices whose rows or
+    columns are unit-strided and an output whose rows are, the shapes the form asks for.
+    (Checked here, from the arrays: the job reads and writes where these words point.)"""
+    nd = a.ndim
+    dtype = a.dtype
+    if nd not in (3, 4) or b.ndim != nd or out.ndim != nd or b.dtype != dtype \
+            or out.dtype != dtype or block < 1 or form not in _FORM_DIMS:
+        return None
+    shape = a.shape
+    if shape[:-2] != b.shape[:-2] or shape[:-2] != out.shape[:-2]:
+        return None
+    dims = shape[-2:] + b.shape[-2:]
+    (i, j), (r, c) = _FORM_DIMS[form]
+    if dims[i] != dims[j] or out.shape[-2:] != (dims[r], dims[c]) or 0 in dims \
+            or 0 in shape:
+        return None
+    if Parts.gemm_at is None:
+        Parts.gemm_at = _gemm_addresses()
+    gemm = Parts.gemm_at.get(dtype)
+    item = dtype.itemsize
+    ops = [_layout(v.shape[-2], v.shape[-1], v.strides[-2], v.strides[-1], item)
+           for v in (a, b, out)]
+    if gemm is None or None in ops or ops[2][0] != _NO_TRANS:
+        return None
+    words = []
+    for v, op in zip((a, b, out), ops):
+        s = v.strides
+        words.append((v.ctypes.data, s[0], s[1] if nd == 4 else 0) + op)
+    return _kernels().product_row(gemm, int(dtype == np.float64), item, form, block,
+                                  shape[1] if nd == 4 else 1, words[0], words[1],
+                                  words[2][:3] + words[2][4:], dims)
+
+
+def _gemm_addresses() -> dict:
+    """dtype -> the address of NumPy's OpenBLAS's ``cblas_?gemm`` (ILP64), where it has one."""
+    if Parts.gemms is None:
+        Parts.gemms = {np.dtype(np.float32): _find_gemm("s", ctypes.c_float),
+                       np.dtype(np.float64): _find_gemm("d", ctypes.c_double)}
+    return {dt: ctypes.cast(fn, ctypes.c_void_p).value for dt, fn in Parts.gemms.items()
+            if fn is not None}
+
+
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
 def _operand(a: np.ndarray) -> tuple[int, int] | None:
     """``(transpose flag, leading dimension)`` of a 2-D view as a row-major BLAS operand, or
     None when neither its rows nor its columns are unit-strided."""
-    rows, cols = a.shape
-    s0, s1 = (s // a.itemsize for s in a.strides)
-    if a.strides[0] % a.itemsize or a.strides[1] % a.itemsize:
+    return _layout(a.shape[0], a.shape[1], a.strides[0], a.strides[1], a.itemsize)
+
+
+def _layout(rows: int, cols: int, b0: int, b1: int, item: int) -> tuple[int, int] | None:
+    """``_operand`` of a matrix of ``rows`` x ``cols`` with byte strides ``b0``, ``b1``."""
+    if b0 % item or b1 % item:
         return None
+    s0, s1 = b0 // item, b1 // item
     if (s1 == 1 or cols == 1) and (rows == 1 or s0 >= max(cols, 1)):
         return _NO_TRANS, max(s0, cols, 1)
     if (s0 == 1 or rows == 1) and (cols == 1 or s1 >= max(rows, 1)):
@@ -490,7 +604,23 @@ def _operand(a: np.ndarray) -> tuple[int, int] | None:
 class Gemm:
     """``c = a @ b + beta * c`` over views at byte offsets from fixed 2-D operands: one
     product's layout (shapes, strides, dtype) checked once, then called per sample without
-    building views (NOTE [ Accumulating GEMM ]). With ``beta`` 0, ``c``'s old contents are
+    building views (NOTE [ Products as jobs ]
+A part of ``in_parts`` is Python: a helper takes the GIL to run it, and gives it back at each
+NumPy call. For a batch of small products (attention's per-head matrices, 64 products of
+64x64x16 in the ``train`` model) the turns of the GIL between the two threads cost more than
+the second core saves: a causal product of 84 us ran in 81 us in two parts, the helper's part
+starting 23 us after the call. ``products_in_parts`` runs such a batch as one of OpenBLAS's
+kind of jobs instead (``PRODUCTS_JOB`` in memgrad/_kernels/handoff.py, through the threads
+callback): each part is a row of words (addresses, strides, leading dimensions, the form of
+NOTE [ Causal products ] in ops/nn.py), checked and written here from the arrays, and the
+job calls ``cblas_?gemm`` once per matrix (per row block of a causal form) with those words,
+without the GIL, on the calling thread and on the helpers at once. The same product ran in
+43 us (35 us for either half alone). Each matrix is one call with the arguments NumPy's
+matmul passes, so the values do not depend on the split. It needs the hand-off (else, or for
+operands BLAS cannot take as they lie, the caller runs its NumPy path) and takes the parts'
+lock and one BLAS thread per part, as ``in_parts``.
+
+NOTE [ Accumulating GEMM ]). With ``beta`` 0, ``c``'s old contents are
     ignored (NaN included).
 
     Example:

@@ -1,7 +1,9 @@
 """One set of threads for OpenBLAS's jobs and memgrad's parts (NOTE [ One set of threads ] in
 memgrad/ops/parts.py): products through the hand-off equal OpenBLAS's own threads' bit for
 bit, with helpers, without them and with more jobs than helpers; the helpers' protocol
-(parts, sleeping, stopping); a forked child; the switch that turns it off."""
+(parts, sleeping, stopping); a forked child; the switch that turns it off. Batches of
+products as jobs on the helpers (NOTE [ Products as jobs ]) against their masked NumPy
+reference, split or whole, and attention's values and gradients through them."""
 
 from __future__ import annotations
 
@@ -211,3 +213,138 @@ def test_the_callback_is_openblas_own_signature(helper):
     run(1, ctypes.cast(fn, ctypes.c_void_p), 3, 8, ctypes.addressof(data), 7)
     assert sorted(calls) == [(0, 10, 7), (1, 20, 7), (2, 30, 7)]
     assert states[5] == helper
+
+
+# ---------------------------------------------------------------- products as jobs
+
+def _masked_reference(a, b, form, block):
+    """NOTE [ Causal products ] by its masks, in float64: M * (a @ b^T), (M * a) @ b,
+    (M * a)^T @ b, with M's rows i keeping the columns below (i // block + 1) * block."""
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    if form == "mm":
+        return a @ b
+    rows, cols = (a.shape[-2], b.shape[-2]) if form == "abT" else a.shape[-2:]
+    i, j = np.arange(rows)[:, None], np.arange(cols)[None, :]
+    mask = j < (i // block + 1) * block
+    if form == "abT":
+        return mask * (a @ np.swapaxes(b, -1, -2))
+    if form == "ab":
+        return (mask * a) @ b
+    return np.swapaxes(mask * a, -1, -2) @ b
+
+
+def _heads(rng, n, t, h, d, dtype):
+    """(n, h, t, d) heads split from contiguous (n, t, h * d) rows, as attention makes them."""
+    return rng.standard_normal((n, t, h * d)).astype(dtype).reshape(n, t, h, d).swapaxes(1, 2)
+
+
+def _job_case(name, dtype):
+    rng = np.random.default_rng(len(name))
+    if name == "mm":
+        return "mm", 1, rng.standard_normal((3, 5, 7)).astype(dtype), \
+            rng.standard_normal((3, 7, 4)).astype(dtype)
+    if name == "mm-4d-transposed":
+        return "mm", 1, rng.standard_normal((2, 3, 5, 7)).astype(dtype), \
+            np.swapaxes(rng.standard_normal((2, 3, 4, 7)).astype(dtype), -1, -2)
+    if name == "abT-heads":
+        return "abT", 4, _heads(rng, 3, 9, 2, 4, dtype), _heads(rng, 3, 9, 2, 4, dtype)
+    if name == "abT-wide":
+        return "abT", 3, rng.standard_normal((2, 4, 3)).astype(dtype), \
+            rng.standard_normal((2, 10, 3)).astype(dtype)
+    if name == "ab-heads":
+        return "ab", 4, rng.standard_normal((3, 2, 9, 9)).astype(dtype), \
+            _heads(rng, 3, 9, 2, 4, dtype)
+    if name == "aTb-heads":
+        return "aTb", 4, rng.standard_normal((3, 2, 9, 9)).astype(dtype), \
+            _heads(rng, 3, 9, 2, 4, dtype)
+    # more columns than rows: the column blocks past the rows are zero
+    return "aTb", 2, rng.standard_normal((2, 5, 11)).astype(dtype), \
+        rng.standard_normal((2, 5, 3)).astype(dtype)
+
+
+JOB_CASES = ["mm", "mm-4d-transposed", "abT-heads", "abT-wide", "ab-heads", "aTb-heads",
+             "aTb-wide"]
+
+
+def _job_out(form, a, b):
+    from memgrad.ops.nn import _causal_shape, _like_heads
+
+    shape = a.shape[:-2] + (a.shape[-2], b.shape[-1]) if form == "mm" else \
+        _causal_shape(a, b, form)
+    return _like_heads(b, shape, a.dtype) if form in ("ab", "aTb") else np.empty(shape, a.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", JOB_CASES)
+def test_products_as_jobs_equal_their_masked_reference(blas_threads, name, dtype):
+    form, block, a, b = _job_case(name, dtype)
+    out = _job_out(form, a, b)
+    assert parts_mod.products_in_parts(a, b, out, form, block, 1 << 62)
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(out, _masked_reference(a, b, form, block), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", JOB_CASES)
+def test_products_as_jobs_do_not_depend_on_the_split_and_use_both_threads(blas_threads, name):
+    form, block, a, b = _job_case(name, np.float32)
+    row = parts_mod._product_row(a, b, _job_out(form, a, b), form, block)
+    batch = int(np.prod(a.shape[:-2]))
+    outs, threads = [], []
+    for k in (1, 2, 3):  # three parts: one more than there are helpers and callers
+        out = _job_out(form, a, b)
+        row = parts_mod._product_row(a, b, out, form, block)
+        words = handoff.product_parts(row, k, batch)
+        with _blas(1):
+            blas_threads.call(0, handoff.PRODUCTS_JOB, k, words.strides[0], words.ctypes.data, 0)
+        outs.append(out)
+        threads.append(set(words[:, handoff.W_THREAD].tolist()))
+    assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
+    assert len(threads[1]) == 2 and len(threads[2]) == 3 and 0 not in threads[2]
+
+
+def test_products_as_jobs_decline_what_they_cannot_run(blas_threads):
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((4, 6, 5)), rng.standard_normal((4, 5, 3))
+    out = np.full((4, 6, 3), 7.0)
+    run = parts_mod.products_in_parts
+    big = 1 << 62
+    assert not run(a, b, out, "mm", 1, 0)  # too small
+    assert not run(rng.standard_normal((4, 12, 10))[:, ::2, ::2], b, out, "mm", 1, big)
+    assert not run(a.astype(np.float32), b, out, "mm", 1, big)  # mixed dtypes
+    assert not run(a.astype(np.int64), b.astype(np.int64), out.astype(np.int64), "mm", 1, big)
+    assert not run(a[None, None], b[None, None], out[None, None], "mm", 1, big)  # 5-D
+    assert not run(a, b, np.full((4, 3, 6), 7.0).swapaxes(-1, -2), "mm", 1, big)  # out by columns
+    assert not run(a, b, out, "abT", 1, big)  # the shapes do not fit the form
+    assert not run(a, b, out, "ba", 1, big)
+    with _blas(1):
+        assert not run(a, b, out, "mm", 1, big)  # one BLAS thread: NumPy's own path
+    assert np.all(out == 7.0)
+    assert run(a, b, out, "mm", 1, big)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_through_the_jobs_has_numpy_values_and_gradients(blas_threads, monkeypatch,
+                                                                   causal):
+    import memgrad as mg
+
+    rng = np.random.default_rng(5)
+    q, k, v = (_heads(rng, 2, 9, 2, 3, np.float64) for _ in range(3))
+
+    def run():
+        ts = [mg.tensor(x, requires_grad=True) for x in (q, k, v)]
+        out = mg.nn.functional.scaled_dot_product_attention(*ts, is_causal=causal)
+        (out * mg.tensor(np.cos(out.numpy()))).sum().backward()
+        return [out.numpy()] + [t.grad.numpy() for t in ts]
+
+    monkeypatch.setattr(parts_mod, "JOB_PARTS_MIN_MACS", 1 << 62)
+    want = run()
+    monkeypatch.setattr(parts_mod, "JOB_PARTS_MIN_MACS", 0)
+    calls = []
+    real = parts_mod.products_in_parts
+    monkeypatch.setattr(parts_mod, "products_in_parts",
+                        lambda *args: calls.append(real(*args)) or calls[-1])
+    got = run()
+    assert calls and all(calls)  # every product ran as jobs
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
