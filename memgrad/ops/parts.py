@@ -639,7 +639,7 @@ NOTE [ Accumulating GEMM ]). With ``beta`` 0, ``c``'s old contents are
             Parts.gemms = {np.dtype(np.float32): _find_gemm("s", ctypes.c_float),
                            np.dtype(np.float64): _find_gemm("d", ctypes.c_double)}
         fn = Parts.gemms.get(c.dtype)
-        self.bounds = tuple(_offset_range(v) for v in (a, b, c))
+        self.bounds: tuple | None = None  # the offsets' ranges, found on the first offset
         m, k = a.shape
         n = b.shape[1]
         ops = (_operand(a), _operand(b), _operand(c)) if fn is not None else (None,)
@@ -663,13 +663,8 @@ NOTE [ Accumulating GEMM ]). With ``beta`` 0, ``c``'s old contents are
         return self.fn is not None
 
     def __call__(self, da: int, db: int, dc: int, beta: float) -> None:
-        (alo, ahi), (blo, bhi), (clo, chi) = self.bounds
-        if not (alo <= da <= ahi and blo <= db <= bhi and clo <= dc <= chi):
-            raise IndexError(
-                f"Gemm: byte offsets ({da}, {db}, {dc}) move the operands outside their "
-                f"buffers (allowed ranges {self.bounds}); the offsets must keep each view "
-                "inside the array it was made from"
-            )
+        if da or db or dc:  # (offsets 0 are the views themselves)
+            self._check(da, db, dc)
         if self.fn is not None:
             pa, pb, pc = self.ptrs
             lda, ldb, ldc = self.lds
@@ -694,6 +689,17 @@ NOTE [ Accumulating GEMM ]). With ``beta`` 0, ``c``'s old contents are
                 c *= beta
             c += a @ b
 
+    def _check(self, da: int, db: int, dc: int) -> None:
+        """An IndexError unless the byte offsets keep each view inside its base array."""
+        if self.bounds is None:
+            self.bounds = tuple(_offset_range(v) for v in self.views)
+        (alo, ahi), (blo, bhi), (clo, chi) = self.bounds
+        if not (alo <= da <= ahi and blo <= db <= bhi and clo <= dc <= chi):
+            raise IndexError(
+                f"Gemm: byte offsets ({da}, {db}, {dc}) move the operands outside their "
+                f"buffers (allowed ranges {self.bounds}); the offsets must keep each view "
+                "inside the array it was made from"
+            )
 
 def _offset_range(view: np.ndarray) -> tuple[int, int]:
     """The byte offsets ``d`` (multiples of the item size) for which ``view`` moved ``d``
