@@ -539,7 +539,8 @@ def _product_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
                  block: int) -> list | None:
     """The words of ``products_in_parts``'s job, or None when the operands do not fit it:
     one or two batch dimensions, one float dtype, no empty dimension, matrices whose rows or
-    columns are unit-strided and an output whose rows are, the shapes the form asks for.
+    columns are unit-strided and an output whose rows are, the shapes the form asks for, an
+    output apart from the operands.
     (Checked here, from the arrays: the job reads and writes where these words point.)"""
     nd = a.ndim
     dtype = a.dtype
@@ -552,7 +553,7 @@ def _product_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
     dims = shape[-2:] + b.shape[-2:]
     (i, j), (r, c) = _FORM_DIMS[form]
     if dims[i] != dims[j] or out.shape[-2:] != (dims[r], dims[c]) or 0 in dims \
-            or 0 in shape:
+            or 0 in shape or np.may_share_memory(out, a) or np.may_share_memory(out, b):
         return None
     if Parts.gemm_at is None:
         Parts.gemm_at = _gemm_addresses()
@@ -571,12 +572,17 @@ def _product_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
                                   words[2][:3] + words[2][4:], dims)
 
 
-def _gemm_addresses() -> dict:
-    """dtype -> the address of NumPy's OpenBLAS's ``cblas_?gemm`` (ILP64), where it has one."""
+def _gemms() -> dict:
+    """dtype -> NumPy's OpenBLAS's ``cblas_?gemm`` (ILP64) or None, looked up once."""
     if Parts.gemms is None:
         Parts.gemms = {np.dtype(np.float32): _find_gemm("s", ctypes.c_float),
                        np.dtype(np.float64): _find_gemm("d", ctypes.c_double)}
-    return {dt: ctypes.cast(fn, ctypes.c_void_p).value for dt, fn in Parts.gemms.items()
+    return Parts.gemms
+
+
+def _gemm_addresses() -> dict:
+    """dtype -> the address of NumPy's OpenBLAS's ``cblas_?gemm`` (ILP64), where it has one."""
+    return {dt: ctypes.cast(fn, ctypes.c_void_p).value for dt, fn in _gemms().items()
             if fn is not None}
 
 
@@ -604,23 +610,7 @@ def _layout(rows: int, cols: int, b0: int, b1: int, item: int) -> tuple[int, int
 class Gemm:
     """``c = a @ b + beta * c`` over views at byte offsets from fixed 2-D operands: one
     product's layout (shapes, strides, dtype) checked once, then called per sample without
-    building views (NOTE [ Products as jobs ]
-A part of ``in_parts`` is Python: a helper takes the GIL to run it, and gives it back at each
-NumPy call. For a batch of small products (attention's per-head matrices, 64 products of
-64x64x16 in the ``train`` model) the turns of the GIL between the two threads cost more than
-the second core saves: a causal product of 84 us ran in 81 us in two parts, the helper's part
-starting 23 us after the call. ``products_in_parts`` runs such a batch as one of OpenBLAS's
-kind of jobs instead (``PRODUCTS_JOB`` in memgrad/_kernels/handoff.py, through the threads
-callback): each part is a row of words (addresses, strides, leading dimensions, the form of
-NOTE [ Causal products ] in ops/nn.py), checked and written here from the arrays, and the
-job calls ``cblas_?gemm`` once per matrix (per row block of a causal form) with those words,
-without the GIL, on the calling thread and on the helpers at once. The same product ran in
-43 us (35 us for either half alone). Each matrix is one call with the arguments NumPy's
-matmul passes, so the values do not depend on the split. It needs the hand-off (else, or for
-operands BLAS cannot take as they lie, the caller runs its NumPy path) and takes the parts'
-lock and one BLAS thread per part, as ``in_parts``.
-
-NOTE [ Accumulating GEMM ]). With ``beta`` 0, ``c``'s old contents are
+    building views (NOTE [ Accumulating GEMM ]). With ``beta`` 0, ``c``'s old contents are
     ignored (NaN included).
 
     Example:
@@ -635,10 +625,7 @@ NOTE [ Accumulating GEMM ]). With ``beta`` 0, ``c``'s old contents are
     __slots__ = ("fn", "head", "ptrs", "lds", "row_bytes", "views", "bounds")
 
     def __init__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
-        if Parts.gemms is None:
-            Parts.gemms = {np.dtype(np.float32): _find_gemm("s", ctypes.c_float),
-                           np.dtype(np.float64): _find_gemm("d", ctypes.c_double)}
-        fn = Parts.gemms.get(c.dtype)
+        fn = _gemms().get(c.dtype)
         self.bounds: tuple | None = None  # the offsets' ranges, found on the first offset
         m, k = a.shape
         n = b.shape[1]
@@ -700,6 +687,7 @@ NOTE [ Accumulating GEMM ]). With ``beta`` 0, ``c``'s old contents are
                 f"buffers (allowed ranges {self.bounds}); the offsets must keep each view "
                 "inside the array it was made from"
             )
+
 
 def _offset_range(view: np.ndarray) -> tuple[int, int]:
     """The byte offsets ``d`` (multiples of the item size) for which ``view`` moved ``d``

@@ -316,6 +316,8 @@ def test_products_as_jobs_decline_what_they_cannot_run(blas_threads):
     assert not run(a, b, np.full((4, 3, 6), 7.0).swapaxes(-1, -2), "mm", 1, big)  # out by columns
     assert not run(a, b, out, "abT", 1, big)  # the shapes do not fit the form
     assert not run(a, b, out, "ba", 1, big)
+    square = rng.standard_normal((4, 5, 5))
+    assert not run(square, square, square, "mm", 1, big)  # out is an operand
     with _blas(1):
         assert not run(a, b, out, "mm", 1, big)  # one BLAS thread: NumPy's own path
     assert np.all(out == 7.0)
