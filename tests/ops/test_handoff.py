@@ -350,3 +350,19 @@ def test_attention_through_the_jobs_has_numpy_values_and_gradients(blas_threads,
     assert calls and all(calls)  # every product ran as jobs
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def _child_jobs(name):
+    form, block, a, b = _job_case(name, np.float64)
+    out = _job_out(form, a, b)
+    with _blas(2):
+        ran = parts_mod.products_in_parts(a, b, out, form, block, 1 << 62)
+    return ran, out
+
+
+def test_a_forked_child_runs_products_as_jobs_on_helpers_of_its_own(blas_threads):
+    form, block, a, b = _job_case("ab-heads", np.float64)
+    want = _job_out(form, a, b)
+    assert parts_mod.products_in_parts(a, b, want, form, block, 1 << 62)
+    ran, got = in_forked_child(_child_jobs, "ab-heads")
+    assert ran and np.array_equal(got, want)
