@@ -366,3 +366,16 @@ def test_a_forked_child_runs_products_as_jobs_on_helpers_of_its_own(blas_threads
     assert parts_mod.products_in_parts(a, b, want, form, block, 1 << 62)
     ran, got = in_forked_child(_child_jobs, "ab-heads")
     assert ran and np.array_equal(got, want)
+
+
+def test_products_as_jobs_take_reversed_and_broadcast_batches(blas_threads):
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((4, 3, 6, 5))[::-1, ::-1]  # negative batch strides
+    b = np.broadcast_to(rng.standard_normal((1, 3, 5, 7)), (4, 3, 5, 7))  # batch stride 0
+    out = np.empty((4, 3, 6, 7))
+    assert parts_mod.products_in_parts(a, b, out, "mm", 1, 1 << 62)
+    np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-13, atol=1e-13)
+    causal = np.empty((4, 3, 6, 6))
+    assert parts_mod.products_in_parts(a, a.copy(), causal, "abT", 2, 1 << 62)
+    np.testing.assert_allclose(causal, _masked_reference(a, a, "abT", 2), rtol=1e-13,
+                               atol=1e-13)
