@@ -287,7 +287,6 @@ def test_products_as_jobs_equal_their_masked_reference(blas_threads, name, dtype
 @pytest.mark.parametrize("name", JOB_CASES)
 def test_products_as_jobs_do_not_depend_on_the_split_and_use_both_threads(blas_threads, name):
     form, block, a, b = _job_case(name, np.float32)
-    row = parts_mod._product_row(a, b, _job_out(form, a, b), form, block)
     batch = int(np.prod(a.shape[:-2]))
     outs, threads = [], []
     for k in (1, 2, 3):  # three parts: one more than there are helpers and callers
