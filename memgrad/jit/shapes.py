@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from memgrad.autograd.graph import Meta
-from memgrad.ops.nn import _causal_shape
+from memgrad.ops.nn import _causal_shape, _self_attention_shape
 from memgrad.ops.registry import REGISTRY
 
 __all__ = ["DTYPES", "elements", "result_type"]
@@ -608,6 +608,31 @@ def _causal_matmul(args: list, params: dict, max_elements: int) -> tuple:
     return shape, np.result_type(a.dtype, b.dtype)
 
 
+def _attention_params(params: dict) -> None:
+    _keys(params, ("heads", "causal", "scale"))
+    _real(params["scale"], "scale")
+    if not isinstance(params["causal"], bool):
+        raise ValueError(f"causal must be a bool, got {_describe(params['causal'])}")
+
+
+def _self_attention(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("qkv",))
+    _attention_params(params)
+    qkv = _tensor(args, 0, "qkv")
+    _floating(qkv, "qkv")
+    return _self_attention_shape(qkv.shape, params["heads"]), qkv.dtype
+
+
+def _self_attention_backward(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("g", "qkv"))
+    _attention_params(params)
+    g, qkv = _tensor(args, 0, "g"), _tensor(args, 1, "qkv")
+    _floating(qkv, "qkv")
+    if g.shape != _self_attention_shape(qkv.shape, params["heads"]):
+        raise ValueError(f"g of shape {g.shape} does not fit qkv of shape {qkv.shape}")
+    return qkv.shape, qkv.dtype
+
+
 def _classes(args: list, params: dict, x_at: int) -> Meta:
     x = _tensor(args, x_at, "x", ndim=2)
     target = _tensor(args, x_at + 1, "target", ndim=1)
@@ -759,6 +784,8 @@ _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "attention_softmax": _attention_softmax,
     "attention_softmax_backward": _attention_softmax_backward,
     "causal_matmul": _causal_matmul,
+    "self_attention": _self_attention,
+    "self_attention_backward": _self_attention_backward,
     "nll_loss": _nll_loss,
     "nll_loss_backward": _nll_loss_backward,
     "gather_backward": _gather_backward,

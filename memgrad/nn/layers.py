@@ -21,7 +21,7 @@ from memgrad.nn import functional as F
 from memgrad.nn import init
 from memgrad.nn.module import Module, Parameter, Sequential
 from memgrad.ops.linalg import einsum
-from memgrad.ops.nn import linear_rows
+from memgrad.ops.nn import linear_rows, self_attention
 from memgrad.tensor import Tensor
 
 __all__ = [
@@ -1017,13 +1017,15 @@ class MultiheadSelfAttention(Module):
     """Multi-head self-attention over ``(batch, seq, embed_dim)`` input.
 
     One ``Linear`` (``qkv``, its weight the three projections stacked) makes queries, keys
-    and values, each from its third of the weight (three products, ``linear_rows``, so
-    that backward adds no full-size zero gradients for the slices of one output); the
-    heads are split with reshape/transpose and attended with
-    ``F.scaled_dot_product_attention`` (scale ``1/sqrt(head_dim)``; with ``causal=True``
-    position ``t`` sees only positions ``<= t``); ``out_proj`` mixes the heads back.
-    ``dropout`` is the dropout probability on the attention weights in training mode, as
-    in ``torch.nn.MultiheadAttention``.
+    and values, which are attended over ``num_heads`` heads (scale ``1/sqrt(head_dim)``;
+    with ``causal=True`` position ``t`` sees only positions ``<= t``); ``out_proj`` mixes
+    the heads back. Without dropout the attention is one op on the stacked projection
+    (NOTE [ Fused self-attention ] in ops/nn.py); with it, each of queries, keys and
+    values comes from its third of the weight (``linear_rows``, so that backward adds no
+    full-size zero gradients for the slices of one output), and the heads are split with
+    reshape/transpose and attended with ``F.scaled_dot_product_attention``. ``dropout`` is
+    the dropout probability on the attention weights in training mode, as in
+    ``torch.nn.MultiheadAttention``.
 
     Example:
         >>> import memgrad as mg
@@ -1062,12 +1064,24 @@ class MultiheadSelfAttention(Module):
                 "MultiheadSelfAttention: expected input of shape (batch, seq, "
                 f"{self.embed_dim}), got {x.shape}"
             )
+        dropout_p = self.dropout if self.training else 0.0
+        if dropout_p == 0.0:  # one op (NOTE [ Fused self-attention ] in ops/nn.py)
+            y = self_attention(self.qkv(x), heads=self.num_heads, causal=self.causal,
+                               scale=1.0 / math.sqrt(self.head_dim))
+            return self.out_proj(y)
+        return self._composite(x, dropout_p)
+
+    def _composite(self, x: Tensor, dropout_p: float = 0.0) -> Tensor:
+        """The same attention as separate ops, with dropout ``dropout_p`` on the weights:
+        the projections by row ranges of ``qkv``'s weight, the heads split and merged with
+        reshape and transpose, ``F.scaled_dot_product_attention``, ``out_proj``. What
+        ``forward`` runs in training mode with dropout (and benchmarks/attention.py times
+        against the fused op)."""
         b, t, e = x.shape
         heads = (b, t, self.num_heads, self.head_dim)
         w, bias = self.qkv.weight, self.qkv.bias
         q, k, v = (linear_rows(x, w, bias, lo=i * e, hi=(i + 1) * e).reshape(heads)
                    .transpose(1, 2) for i in range(3))
-        dropout_p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=self.causal)
         return self.out_proj(y.transpose(1, 2).reshape(b, t, e))
 

@@ -174,6 +174,8 @@ nll_loss_backward: Primitive
 one_hot: Primitive
 pad: Primitive
 relu_backward: Primitive
+self_attention: Primitive
+self_attention_backward: Primitive
 sigmoid_backward: Primitive
 silu: Primitive
 softmax_backward: Primitive

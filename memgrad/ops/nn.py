@@ -38,7 +38,7 @@ from memgrad.ops.elementwise import (
 )
 from memgrad.ops.elementwise import relu as _relu
 from memgrad.ops.inplace import _inplace, relu_
-from memgrad.ops.movement import index_scatter
+from memgrad.ops.movement import cat, index_scatter
 from memgrad.ops.reduce import log_softmax, mean, softmax, sum_to
 from memgrad.ops.registry import primitive
 from memgrad.random import generator
@@ -1081,18 +1081,25 @@ def causal_matmul(a, b, *, form, block):
         raise ValueError(f"block must be a positive int, got {block!r}")
     out = _like_heads(b, shape, np.result_type(a, b)) if form != "abT" else \
         np.empty(shape, dtype=np.result_type(a, b))
+    _causal_into(a, b, out, form, block)
+    return out
+
+
+def _causal_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
+                 block: int) -> None:
+    """``out`` = form ``form`` of ``a`` and ``b`` (NOTE [ Causal products ]), as jobs or in
+    parts of the batch when it is large enough."""
     if a.ndim == 2:
         _causal_blocks(a, b, out, form, block)
-        return out
-    macs = math.prod(shape) * (b.shape[-1] if form == "abT" else a.shape[-1]) // 2
+        return
+    macs = out.size * (b.shape[-1] if form == "abT" else a.shape[-1]) // 2
     if parts.products_in_parts(a, b, out, form, block, macs):  # NOTE [ Products as jobs ]
-        return out
+        return
 
     def work(lo: int, hi: int) -> None:
         _causal_blocks(a[lo:hi], b[lo:hi], out[lo:hi], form, block)
 
     parts.in_parts(a.shape[0], macs, work)
-    return out
 
 
 @causal_matmul.vjp
@@ -1103,6 +1110,153 @@ def _(g, out, needs, a, b, form, block):
             "aTb": (("abT", b, g), ("ab", a, g))}[form]
     return tuple(causal_matmul(x, y, form=f, block=block) if needs[i] else None
                  for i, (f, x, y) in enumerate(rule))
+
+
+# NOTE [ Fused self-attention ]
+# ``nn.MultiheadSelfAttention`` (without dropout on the weights) makes its queries, keys and
+# values with one product, ``qkv`` (N, T, 3E), and attends with one primitive,
+# ``self_attention(qkv)`` -> (N, T, E): the heads are views of ``qkv`` (no slicing, reshape
+# or transpose ops), the scores and weights are arrays of the forward that no op returns,
+# and the output is written with its heads merged. Its VJP is one primitive,
+# ``self_attention_backward(g, qkv)``, which writes the query, key and value gradients
+# into one (N, T, 3E) array: no zero-filled gradients of slices to add up, and one product
+# each for the input and weight gradients of the projection. Where the composite (three
+# projections, head views, two causal products and the attention softmax) ran some 25 ops
+# per block forward and backward, these are two. Only ``qkv`` is saved (the composite
+# kept the (N, H, T, T) weights): the backward recomputes the scores and weights from it,
+# one product and one softmax more. The arithmetic is the composite's, the same products
+# (NOTE [ Causal products ]) and softmax kernels (NOTE [ Attention softmax ]). The VJP of
+# ``self_attention_backward`` is reverse mode through that composite formulation, op by op
+# with the VJPs of its ops, so double backward works.
+
+
+def _self_attention_shape(shape: tuple, heads: Any) -> tuple:
+    """The output shape of ``self_attention`` for ``qkv`` of ``shape``; a ValueError if they
+    do not fit."""
+    if not isinstance(heads, int) or isinstance(heads, bool) or heads < 1:
+        raise ValueError(f"heads must be a positive int, got {heads!r}")
+    if len(shape) != 3 or shape[-1] % (3 * heads):
+        raise ValueError(f"expected qkv of shape (N, T, 3 * E) with E divisible by heads="
+                         f"{heads}, got shape {tuple(shape)}")
+    return tuple(shape[:2]) + (shape[2] // 3,)
+
+
+def _split_heads(x: np.ndarray, heads: int) -> np.ndarray:
+    """The (N, heads, T, d) view of the heads of ``x`` (N, T, heads * d)."""
+    n, t, e = x.shape
+    return x.reshape(n, t, heads, e // heads).transpose(0, 2, 1, 3)
+
+
+def _qkv_heads(qkv: np.ndarray, heads: int) -> tuple:
+    """The heads of the queries, keys and values stacked in ``qkv`` (N, T, 3E): views."""
+    e = qkv.shape[-1] // 3
+    return tuple(_split_heads(qkv[..., i * e:(i + 1) * e], heads) for i in range(3))
+
+
+def _attention_weights(q: np.ndarray, k: np.ndarray, causal: bool, scale: float,
+                       block: int) -> np.ndarray:
+    scores = np.empty(q.shape[:-1] + k.shape[-2:-1], q.dtype)
+    _causal_into(q, k, scores, "abT", block)
+    return _attention_softmax.forward(scores, scale=scale, causal=causal)
+
+
+def _blocks_of(causal: bool, length: int) -> int:
+    # without the mask, one block of all rows: the causal forms are the plain products
+    return CAUSAL_BLOCK if causal else max(length, 1)
+
+
+@primitive("self_attention", saves={"qkv": (0,)}, kind="matmul")
+def self_attention(qkv, *, heads, causal, scale):
+    """``scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)`` over
+    ``heads`` heads, for the queries, keys and values stacked in ``qkv`` (N, T, 3E) along
+    its last dim, with the heads merged back: (N, T, E). The attention of
+    ``nn.MultiheadSelfAttention`` in one op (NOTE [ Fused self-attention ] in ops/nn.py).
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.nn import self_attention
+        >>> self_attention(mg.ones(2, 5, 12), heads=2, causal=True, scale=0.5).shape
+        (2, 5, 4)
+    """
+    shape = _self_attention_shape(qkv.shape, heads)
+    q, k, v = _qkv_heads(qkv, heads)
+    weights = _attention_weights(q, k, causal, scale, _blocks_of(causal, shape[1]))
+    out = np.empty(shape, qkv.dtype)
+    _causal_into(weights, v, _split_heads(out, heads), "ab", _blocks_of(causal, shape[1]))
+    return out
+
+
+@self_attention.vjp
+def _(g, out, needs, qkv, heads, causal, scale):
+    return (self_attention_backward(g, qkv, heads=heads, causal=causal, scale=scale),)
+
+
+@primitive("self_attention_backward", saves={"g": (0, 1), "qkv": (0, 1)}, kind="matmul")
+def self_attention_backward(g, qkv, *, heads, causal, scale):
+    """The gradient of ``self_attention`` at ``qkv`` for the output gradient ``g``
+    (N, T, E): the query, key and value gradients in one (N, T, 3E) array; itself
+    differentiable (NOTE [ Fused self-attention ] in ops/nn.py).
+
+    Example:
+        >>> import memgrad as mg
+        >>> from memgrad.ops.nn import self_attention_backward
+        >>> self_attention_backward(mg.ones(2, 5, 4), mg.ones(2, 5, 12), heads=2,
+        ...                         causal=True, scale=0.5).shape
+        (2, 5, 12)
+    """
+    shape = _self_attention_shape(qkv.shape, heads)
+    if g.shape != shape:
+        raise ValueError(f"expected g of shape {shape} for qkv of shape {qkv.shape}, got "
+                         f"{g.shape}")
+    block = _blocks_of(causal, shape[1])
+    q, k, v = _qkv_heads(qkv, heads)
+    weights = _attention_weights(q, k, causal, scale, block)
+    grad = np.empty(qkv.shape, qkv.dtype)
+    dq, dk, dv = _qkv_heads(grad, heads)
+    gh = _split_heads(np.asarray(g, dtype=qkv.dtype), heads)
+    _causal_into(weights, gh, dv, "aTb", block)
+    dw = np.empty(weights.shape, qkv.dtype)
+    _causal_into(gh, v, dw, "abT", block)
+    ds = attention_softmax_backward.forward(dw, weights, scale=scale)
+    _causal_into(ds, k, dq, "ab", block)
+    _causal_into(ds, q, dk, "aTb", block)
+    return grad
+
+
+@self_attention_backward.vjp
+def _(u, out, needs, g, qkv, heads, causal, scale):
+    # reverse mode through the composite formulation, op by op with the VJPs of its ops
+    # (written in memgrad ops, so every order of derivative works):
+    #   w = softmax(q k^T), dw = g v^T, ds = asb(dw, w), dq = ds k, dk = ds^T q, dv = w^T g
+    n, t, e3 = qkv.shape
+    e = e3 // 3
+    block = _blocks_of(causal, t)
+    mm = causal_matmul.vjp_fn
+    both = (True, True)
+
+    def split(x: Tensor) -> Tensor:
+        return x.reshape(n, t, heads, x.shape[-1] // heads).transpose(1, 2)
+
+    def merge(x: Tensor) -> Tensor:
+        return x.transpose(1, 2).reshape(n, t, e)
+
+    q, k, v = (split(qkv[..., i * e:(i + 1) * e]) for i in range(3))
+    uq, uk, uv = (split(u[..., i * e:(i + 1) * e]) for i in range(3))
+    gh = split(g)
+    scores = causal_matmul(q, k, form="abT", block=block)
+    w = _attention_softmax(scores, scale=scale, causal=causal)
+    dw = causal_matmul(gh, v, form="abT", block=block)
+    ds = attention_softmax_backward(dw, w, scale=scale)
+    ds_u, k_u = mm(uq, None, both, ds, k, form="ab", block=block)
+    ds_u2, q_u = mm(uk, None, both, ds, q, form="aTb", block=block)
+    w_u, g_u = mm(uv, None, both, w, gh, form="aTb", block=block)
+    dw_u, w_u2 = attention_softmax_backward.vjp_fn(ds_u + ds_u2, ds, both, dw, w, scale=scale)
+    g_u2, v_u = mm(dw_u, None, both, gh, v, form="abT", block=block)
+    (scores_u,) = _attention_softmax.vjp_fn(w_u + w_u2, w, (True,), scores, scale=scale,
+                                            causal=causal)
+    q_u2, k_u2 = mm(scores_u, None, both, q, k, form="abT", block=block)
+    return (merge(g_u + g_u2) if needs[0] else None,
+            cat([merge(q_u + q_u2), merge(k_u + k_u2), merge(v_u)], -1) if needs[1] else None)
 
 
 def scaled_dot_product_attention(

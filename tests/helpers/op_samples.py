@@ -744,6 +744,66 @@ def _small_blocks(fn: Callable[..., Any], *args: Any) -> Any:
         F.CAUSAL_BLOCK = saved
 
 
+def _np_heads(x: np.ndarray, heads: int) -> np.ndarray:
+    n, t, e = x.shape
+    return x.reshape(n, t, heads, e // heads).transpose(0, 2, 1, 3)
+
+
+def _np_merge(x: np.ndarray) -> np.ndarray:
+    n, h, t, d = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(n, t, h * d)
+
+
+def _np_self_weights(qkv: np.ndarray, heads: int, causal: bool, scale: float) -> tuple:
+    q, k, v = (_np_heads(x, heads) for x in np.split(qkv, 3, -1))
+    s = scale * q @ np.swapaxes(k, -1, -2)
+    if causal:
+        s = s + np.triu(np.full(s.shape[-2:], -np.inf), 1)
+    return q, k, v, _np_softmax(s, -1)
+
+
+def _np_self_attention(qkv: np.ndarray, heads: int, causal: bool, scale: float) -> np.ndarray:
+    q, k, v, w = _np_self_weights(qkv, heads, causal, scale)
+    return _np_merge(w @ v)
+
+
+def _np_self_attention_backward(g: np.ndarray, qkv: np.ndarray, heads: int, causal: bool,
+                                scale: float) -> np.ndarray:
+    q, k, v, w = _np_self_weights(qkv, heads, causal, scale)
+    gh = _np_heads(g, heads)
+    dw = gh @ np.swapaxes(v, -1, -2)
+    ds = scale * w * (dw - (dw * w).sum(-1, keepdims=True))
+    grads = ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(w, -1, -2) @ gh
+    return np.concatenate([_np_merge(x) for x in grads], -1)
+
+
+def _self(heads: int, causal: bool, scale: float, backward: bool = False) -> tuple:
+    if backward:
+        return (lambda g, qkv: P("self_attention_backward")(g, qkv, heads=heads,
+                                                            causal=causal, scale=scale),
+                lambda g, qkv: _np_self_attention_backward(g, qkv, heads, causal, scale))
+    return (lambda qkv: P("self_attention")(qkv, heads=heads, causal=causal, scale=scale),
+            lambda qkv: _np_self_attention(qkv, heads, causal, scale))
+
+
+case("self_attention", "causal", inputs(normal(2, 5, 6)), *_self(2, True, 0.7))
+case("self_attention", "full", inputs(normal(2, 4, 6)), *_self(1, False, 0.4))
+case("self_attention", "causal-blocks", inputs(normal(1, 7, 12)),
+     lambda qkv: _small_blocks(lambda x, is_causal: P("self_attention")(
+         x, heads=2, causal=is_causal, scale=0.5), qkv),
+     _self(2, True, 0.5)[1])
+case("self_attention", "module", inputs(normal(2, 5, 4)),
+     lambda x: _seeded(lambda: mg.nn.MultiheadSelfAttention(4, 2, causal=True).double())()(x))
+case("self_attention_backward", "causal", inputs(normal(2, 5, 2), normal(2, 5, 6)),
+     *_self(2, True, 0.7, backward=True))
+case("self_attention_backward", "full", inputs(normal(2, 4, 4), normal(2, 4, 12)),
+     *_self(2, False, 0.3, backward=True))
+case("self_attention_backward", "causal-blocks", inputs(normal(1, 7, 4), normal(1, 7, 12)),
+     lambda g, qkv: _small_blocks(lambda a, b, is_causal: P("self_attention_backward")(
+         a, b, heads=2, causal=is_causal, scale=0.5), g, qkv),
+     _self(2, True, 0.5, backward=True)[1])
+
+
 case("attention_softmax_backward", "2d", inputs(normal(3, 4), uniform(0.05, 1, 3, 4)),
      lambda g, y: P("attention_softmax_backward")(g, y, scale=0.5),
      lambda g, y: 0.5 * y * (g - (g * y).sum(-1, keepdims=True)))

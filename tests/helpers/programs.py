@@ -530,6 +530,14 @@ def _np_attention(x: np.ndarray, causal: bool) -> np.ndarray:
     return np.exp(_np_log_softmax(scores, -1)) @ x
 
 
+def _np_self_attention(x: np.ndarray, heads: int, causal: bool) -> np.ndarray:
+    """Multi-head self-attention of ``x`` (N, T, E) as queries, keys and values alike, each
+    head by the definition, the heads merged back."""
+    n, t, e = x.shape
+    h = x.reshape(n, t, heads, e // heads).transpose(0, 2, 1, 3)
+    return _np_attention(h, causal).transpose(0, 2, 1, 3).reshape(n, t, e)
+
+
 def _np_index_select(a: list, p: dict) -> np.ndarray:
     return np.take(a[0], np.asarray(p["index"], dtype=np.int64), axis=p["dim"])
 
@@ -676,6 +684,14 @@ OPS: dict[str, OpSpec] = {
     "softmax": OpSpec(lambda a, p: np.exp(_np_log_softmax(a[0], p["dim"])),
                       lambda a, p: F.softmax(a[0], dim=p["dim"]),
                       lambda n, p: f"F.softmax({n[0]}, dim={p['dim']})"),
+    "self_attention": OpSpec(
+        lambda a, p: _np_self_attention(a[0], p["heads"], p["causal"]),
+        lambda a, p: mg.ops.nn.self_attention(mg.cat([a[0]] * 3, -1), heads=p["heads"],
+                                              causal=p["causal"],
+                                              scale=1 / np.sqrt(a[0].shape[-1] // p["heads"])),
+        lambda n, p: f"mg.ops.nn.self_attention(mg.cat([{n[0]}] * 3, -1), heads={p['heads']}, "
+                     f"causal={p['causal']}, scale=1 / np.sqrt({n[0]}.shape[-1] // "
+                     f"{p['heads']}))"),
     "attention": OpSpec(lambda a, p: _np_attention(a[0], p["causal"]),
                         lambda a, p: F.scaled_dot_product_attention(a[0], a[0], a[0],
                                                                     is_causal=p["causal"]),
@@ -1428,6 +1444,18 @@ def _mk_attention(g: _Gen) -> bool:
     return True
 
 
+def _mk_self_attention(g: _Gen) -> bool:
+    """The fused multi-head self-attention of one (N, T, E) value as queries, keys and values
+    alike (stacked with cat), over 1 or 2 heads, causal or not."""
+    a = g.pick(pred=lambda r: g.np[r].ndim == 3 and g.shape(r)[-1] > 0)
+    if a is None:
+        return False
+    e = g.shape(a)[-1]
+    heads = 2 if e % 2 == 0 and g.flag() else 1
+    g.emit("self_attention", (a,), {"heads": heads, "causal": g.flag()})
+    return True
+
+
 def _mk_softmax(op: str):
     def make(g: _Gen) -> bool:
         a = g.pick(pred=lambda r: g.np[r].ndim >= 1)
@@ -1751,7 +1779,7 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
      ("std", _mk_reduce("std")), ("logsumexp", _mk_reduce("logsumexp"))],
     [("matmul", _mk_matmul), ("linear", _mk_linear), ("softmax", _mk_softmax("softmax")),
      ("log_softmax", _mk_softmax("log_softmax")), ("layer_norm", _mk_layer_norm),
-     ("attention", _mk_attention)],
+     ("attention", _mk_attention), ("self_attention", _mk_self_attention)],
     [("batch_norm", _mk_channel_norm("batch_norm")),
      ("group_norm", _mk_channel_norm("group_norm")), ("rms_norm", _mk_rms_norm)],
     [("cat", _mk_cat), ("stack", _mk_stack)],

@@ -378,3 +378,29 @@ def test_products_as_jobs_take_reversed_and_broadcast_batches(blas_threads):
     assert parts_mod.products_in_parts(a, a.copy(), causal, "abT", 2, 1 << 62)
     np.testing.assert_allclose(causal, _masked_reference(a, a, "abT", 2), rtol=1e-13,
                                atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_self_attention_through_jobs_equals_the_numpy_path(blas_threads, monkeypatch, dtype):
+    from memgrad.ops.nn import self_attention, self_attention_backward
+
+    rng = np.random.default_rng(5)
+    qkv = rng.standard_normal((6, 40, 3 * 48)).astype(dtype)
+    g = rng.standard_normal((6, 40, 48)).astype(dtype)
+
+    def run():
+        return [f(*args, heads=3, causal=causal, scale=0.2)
+                for causal in (True, False)
+                for f, args in ((self_attention, (qkv,)), (self_attention_backward, (g, qkv)))]
+
+    monkeypatch.setattr(parts_mod, "JOB_PARTS_MIN_MACS", 1 << 62)
+    want = run()
+    monkeypatch.setattr(parts_mod, "JOB_PARTS_MIN_MACS", 0)
+    calls = []
+    real = parts_mod.products_in_parts
+    monkeypatch.setattr(parts_mod, "products_in_parts",
+                        lambda *args: calls.append(real(*args)) or calls[-1])
+    got = run()
+    assert len(calls) == 2 * (2 + 5) and all(calls)  # every product ran as jobs
+    for a, b in zip(got, want):
+        assert np.array_equal(a, b)
