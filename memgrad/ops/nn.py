@@ -930,7 +930,7 @@ def mse_loss(
 
 
 def _softmax_rows(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a).reshape(-1, a.shape[-1])
+    return np.ascontiguousarray(a).reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
 _SOFTMAX_COST = 32  # an element of the softmax kernels, in multiply-adds (for in_parts)
@@ -1141,6 +1141,12 @@ def _self_attention_shape(shape: tuple, heads: Any) -> tuple:
     return tuple(shape[:2]) + (shape[2] // 3,)
 
 
+def _check_qkv_dtype(qkv: np.ndarray) -> None:
+    if qkv.dtype not in _FLOATS:
+        raise TypeError(f"expected a float32 or float64 qkv, got dtype {qkv.dtype}; convert "
+                        "it first, e.g. with .float()")
+
+
 def _split_heads(x: np.ndarray, heads: int) -> np.ndarray:
     """The (N, heads, T, d) view of the heads of ``x`` (N, T, heads * d)."""
     n, t, e = x.shape
@@ -1179,6 +1185,7 @@ def self_attention(qkv, *, heads, causal, scale):
         (2, 5, 4)
     """
     shape = _self_attention_shape(qkv.shape, heads)
+    _check_qkv_dtype(qkv)
     q, k, v = _qkv_heads(qkv, heads)
     weights = _attention_weights(q, k, causal, scale, _blocks_of(causal, shape[1]))
     out = np.empty(shape, qkv.dtype)
@@ -1205,6 +1212,7 @@ def self_attention_backward(g, qkv, *, heads, causal, scale):
         (2, 5, 12)
     """
     shape = _self_attention_shape(qkv.shape, heads)
+    _check_qkv_dtype(qkv)
     if g.shape != shape:
         raise ValueError(f"expected g of shape {shape} for qkv of shape {qkv.shape}, got "
                          f"{g.shape}")

@@ -125,3 +125,30 @@ def test_double_backward_through_the_module():
 def test_bad_input_is_refused_with_what_fits(call, message):
     with pytest.raises((ShapeError, ValueError), match=message):
         call()
+
+
+@pytest.mark.parametrize("shape", [(2, 0, 12), (0, 5, 12)])
+def test_empty_batches_and_sequences(shape):
+    x = mg.zeros(*shape, requires_grad=True)
+    out = self_attention(x, heads=2, causal=True, scale=0.5)
+    out.sum().backward()
+    assert out.shape == shape[:2] + (4,) and x.grad.shape == shape
+    q = mg.zeros(shape[0], shape[1], 4, requires_grad=True)  # the separate ops, likewise
+    mg.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+    assert q.grad.shape == q.shape
+
+
+def test_a_single_position_attends_to_itself():
+    qkv = mg.randn(3, 1, 12, requires_grad=True)
+    out = self_attention(qkv, heads=2, causal=True, scale=0.5)
+    np.testing.assert_array_equal(out.numpy(), qkv.numpy()[..., 8:])
+    out.backward(mg.ones(3, 1, 4))
+    np.testing.assert_array_equal(x_grad := qkv.grad.numpy(), np.concatenate(
+        [np.zeros((3, 1, 8), np.float32), np.ones((3, 1, 4), np.float32)], -1))
+    assert x_grad.dtype == np.float32
+
+
+def test_other_dtypes_are_refused_with_the_fix():
+    with pytest.raises(TypeError, match=r"self_attention: expected a float32 or float64 qkv, "
+                                        r"got dtype float16; convert it first"):
+        self_attention(mg.ones(1, 3, 6, dtype=mg.float16), heads=1, causal=True, scale=1.0)
