@@ -23,29 +23,67 @@ Example:
 
 NOTE [ Products in parts of their rows ]
 A large product with one matrix operand (linear's forward through ``Gemm``, its gradients
-through ``matmul``) runs in parts too: ``rows_in_parts`` splits its output's rows into one
-contiguous part per BLAS thread, each a single-threaded BLAS call on that part's rows of the
-left operand, so that the large products and the kernels of an op in parts (NOTE [ Row
-parts ] in ops/nn.py) run on the helper threads of ``in_parts``. Left to its own threads,
-OpenBLAS wakes them for each product, and after it they spin, waiting for the next one
-(``OPENBLAS_THREAD_TIMEOUT``, by default some 2**28 cycles): on two cores they took a core
-from the kernels' parts and from the NumPy work between the products, and in a W2 step
-(the transformer of benchmarks/workloads.py) OpenBLAS's threads burnt about as many CPU
-seconds as memgrad's own (3.7 CPU seconds per step against 1.5 in parts, on a loaded
-machine). A part, though, is handed to a sleeping thread, and waking it costs tens of
-microseconds, on a virtual machine whose host is busy up to milliseconds; each part also
-packs the whole right operand again. Below ``PRODUCT_PARTS_MIN_MACS`` multiply-adds that
-costs more than the product gains from the second core: a 1024x64x256 product took
-0.31-0.56 ms in parts against 0.25 ms on OpenBLAS's two threads (0.45 ms on one), and a
-small transformer's training step, all of whose products are that small, 10-15% longer.
-Such a product therefore runs whole on the calling thread, on OpenBLAS's own threads, and
-the spinning after it costs the short steps of small models little. From that size on, a
-product runs in parts; the inner dimension is not split and the parts start at multiples
-of ``ROW_ALIGN`` rows, so each element is computed as single-threaded BLAS computes it in
-the whole product: the values do not depend on the split (for some shapes they differ in
-the last bits from OpenBLAS's own two-thread split, as they already differ between one and
-two BLAS threads). Without the per-thread count, every product runs whole on BLAS's own
-threads.
+through ``matmul``) runs whole on OpenBLAS's own split when OpenBLAS's threads are the
+helpers (NOTE [ One set of threads ]), and in parts of its rows otherwise.
+
+Without the hand-off, OpenBLAS left to its own threads wakes them for each product, and
+after it they spin, waiting for the next one (``OPENBLAS_THREAD_TIMEOUT``, by default some
+2**28 cycles): on two cores they took a core from the kernels' parts and from the NumPy
+work between the products, and in a W2 step (the transformer of benchmarks/workloads.py)
+OpenBLAS's threads burnt about as many CPU seconds as memgrad's own (3.7 CPU seconds per
+step against 1.5 in parts, on a loaded machine). So there ``rows_in_parts`` splits the
+output's rows into one contiguous part per BLAS thread, each a single-threaded BLAS call on
+that part's rows of the left operand, and the large products and the kernels of an op in
+parts (NOTE [ Row parts ] in ops/nn.py) run on the same helper threads of ``in_parts``.
+The inner dimension is not split and the parts start at multiples of ``ROW_ALIGN`` rows,
+so each element is computed as single-threaded BLAS computes it in the whole product: the
+values do not depend on the split.
+
+With the hand-off, OpenBLAS's jobs already reach the helpers without the GIL, and the parts
+only cost what OpenBLAS's split does not: a Python part on the helper (which takes the GIL)
+and the right operand packed once per part. W1's step (products of 256x1024x1024) took
+0.86-0.91x the time whole, W2's and W3's 0.97-1.02x (Intel model 207, alternated steps).
+OpenBLAS's split does not divide the inner dimension either; OpenBLAS 0.3.31's SkylakeX
+kernels gave the bits of one thread on two for the shapes of W1, W2 and the small models
+(another build may differ in the last bits between one and two threads).
+
+Below ``PRODUCT_PARTS_MIN_MACS`` multiply-adds a product runs whole in either case: a part
+is handed to a sleeping thread, and waking it costs tens of microseconds (on a virtual
+machine whose host is busy, up to milliseconds), more than such a product gains from the
+second core: a 1024x64x256 product took 0.31-0.56 ms in parts against 0.25 ms on
+OpenBLAS's two threads (0.45 ms on one), and a small transformer's training step, all of
+whose products are that small, 10-15% longer; the spinning after them costs the short
+steps of small models little. Without the per-thread count, every product runs whole on
+BLAS's own threads.
+
+NOTE [ One set of threads ]): its jobs reach the helpers without the GIL, and OpenBLAS
+packs the right operand once for both. Without the hand-off it runs in parts:
+``rows_in_parts`` splits its output's rows into one contiguous part per BLAS thread, each a
+single-threaded BLAS call on that part's rows of the left operand, so that the large
+products and the kernels of an op in parts (NOTE [ Row parts ] in ops/nn.py) run on the
+helper threads of ``in_parts``. Left to its own threads, OpenBLAS wakes them for each
+product, and after it they spin, waiting for the next one (``OPENBLAS_THREAD_TIMEOUT``, by
+default some 2**28 cycles): on two cores they took a core from the kernels' parts and from
+the NumPy work between the products, and in a W2 step (the transformer of
+benchmarks/workloads.py) OpenBLAS's threads burnt about as many CPU seconds as memgrad's
+own (3.7 CPU seconds per step against 1.5 in parts, on a loaded machine). With the
+hand-off, the parts cost what OpenBLAS's split does not: a Python part on the helper
+(which takes the GIL) and the right operand packed once per part: W1's step (products of
+256x1024x1024) took 0.86-0.91x the time whole, W2's and W3's 0.97-1.02x (Intel model 207,
+alternated steps). A part, though, is handed to a sleeping thread, and waking it costs
+tens of microseconds, on a virtual machine whose host is busy up to milliseconds; each
+part also packs the whole right operand again. Below ``PRODUCT_PARTS_MIN_MACS``
+multiply-adds that costs more than the product gains from the second core: a 1024x64x256
+product took 0.31-0.56 ms in parts against 0.25 ms on OpenBLAS's two threads (0.45 ms on
+one), and a small transformer's training step, all of whose products are that small,
+10-15% longer. Such a product therefore runs whole, on OpenBLAS's threads, and the spinning
+after it costs the short steps of small models little. In parts, the inner dimension is
+not split and the parts start at multiples of ``ROW_ALIGN`` rows, so each element is
+computed as single-threaded BLAS computes it in the whole product: the values do not
+depend on the split (for some shapes they may differ in the last bits from OpenBLAS's own
+two-thread split, as they may differ between one and two BLAS threads; OpenBLAS 0.3.31's
+SkylakeX kernels gave the same bits for the shapes of W1, W2 and the small models).
+Without the per-thread count, every product runs whole on BLAS's own threads.
 
 NOTE [ One set of threads ]
 OpenBLAS's own threads and the helpers of ``in_parts`` are two sets of threads on the same
@@ -446,17 +484,35 @@ def _join(helpers: list) -> list:
     return rest
 
 
+def _blas_on_helpers() -> bool:
+    """Whether OpenBLAS's jobs run on the helpers (NOTE [ One set of threads ]), which are
+    made here if this platform has the hand-off and they are not yet; False inside a part
+    (whose products run whole on its one thread anyway)."""
+    set_local = _set_local()
+    if set_local is None or _inside.active or _handoff() is None:
+        return False
+    threads = set_local(1)
+    set_local(threads)
+    if threads < 2:
+        return False
+    with Parts.lock:
+        helpers = _helpers(threads)
+        handoff = Parts.handoff
+        return isinstance(handoff, _Handoff) and handoff.listed is helpers
+
+
 def rows_in_parts(rows: int, macs: int, work: Callable[[int, int], Any]) -> None:
     """``work(lo, hi)`` over contiguous parts of ``range(rows)``, a product's rows, as
     ``in_parts`` runs them (NOTE [ Products in parts of their rows ]): each part's bounds are
     multiples of ``ROW_ALIGN``; ``macs`` is the whole product's multiply-adds. A product of
-    fewer than ``PRODUCT_PARTS_MIN_MACS`` runs whole, on BLAS's own threads.
+    fewer than ``PRODUCT_PARTS_MIN_MACS``, or any product when OpenBLAS's threads are the
+    helpers, runs whole, on BLAS's threads.
 
     Example:
         >>> rows_in_parts(40, 0, lambda lo, hi: print(lo, hi))  # too small to split: one part
         0 40
     """
-    if macs < PRODUCT_PARTS_MIN_MACS:
+    if macs < PRODUCT_PARTS_MIN_MACS or _blas_on_helpers():
         work(0, rows)
         return
     blocks = -(-rows // ROW_ALIGN)

@@ -404,3 +404,27 @@ def test_self_attention_through_jobs_equals_the_numpy_path(blas_threads, monkeyp
     assert len(calls) == 2 * (2 + 5) and all(calls)  # every product ran as jobs
     for a, b in zip(got, want):
         assert np.array_equal(a, b)
+
+
+def test_large_products_run_whole_on_openblas_jobs_through_the_helpers(blas_threads,
+                                                                       monkeypatch):
+    # NOTE [ Products in parts of their rows ]: with the hand-off, no row parts
+    monkeypatch.setattr(parts_mod, "PRODUCT_PARTS_MIN_MACS", 0)
+    seen = []
+    parts_mod.rows_in_parts(40, 1 << 30, lambda lo, hi: seen.append((lo, hi)))
+    assert seen == [(0, 40)]
+    split = []
+    real = parts_mod.in_parts
+    monkeypatch.setattr(parts_mod, "in_parts", lambda *a: split.append(a) or real(*a))
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((512, 256)).astype(np.float32)
+    w = rng.standard_normal((128, 256)).astype(np.float32)
+    b = rng.standard_normal(128).astype(np.float32)
+    assert np.array_equal(parts_mod.rows_product(a, w.T), np.matmul(a, w.T))
+    out = np.empty((512, 128), np.float32)
+    out[...] = b
+    parts_mod.Gemm(a, w.T, out)(0, 0, 0, 1.0)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ w.T.astype(np.float64) + b,
+                               rtol=1e-4, atol=1e-4)
+    assert not split
+    assert blas_threads.helpers[0] >= 1  # OpenBLAS's jobs had the helpers to go to

@@ -41,6 +41,14 @@ def two_threads(monkeypatch):
     stop_helpers()
 
 
+@pytest.fixture
+def row_parts(two_threads, monkeypatch):
+    """``two_threads`` without the hand-off: large products then run in parts of their rows
+    (NOTE [ Products in parts of their rows ])."""
+    monkeypatch.setattr(parts_mod.Parts, "handoff", None)
+    yield two_threads
+
+
 @pytest.mark.parametrize("batch", [(5,), (2, 3)])
 def test_batched_matmul_in_parts_equals_numpy(two_threads, batch):
     rng = np.random.default_rng(0)
@@ -372,7 +380,7 @@ def test_float32_exp_in_parts_equals_one_kernel_call(two_threads, monkeypatch):
 
 # ---------------------------------------------------------------------------- row parts
 
-def test_row_parts_start_at_multiples_of_the_row_alignment(two_threads, monkeypatch):
+def test_row_parts_start_at_multiples_of_the_row_alignment(row_parts, monkeypatch):
     seen = []
     parts_mod.rows_in_parts(40, 0, lambda lo, hi: seen.append((lo, hi)))
     assert sorted(seen) == [(0, 16), (16, 40)]  # three blocks of 16 rows in two parts
@@ -387,7 +395,7 @@ def test_row_parts_start_at_multiples_of_the_row_alignment(two_threads, monkeypa
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("layout", ["rows", "transposed", "strided", "batch"])
-def test_products_with_a_matrix_in_parts_of_rows_equal_numpy(two_threads, dtype, layout):
+def test_products_with_a_matrix_in_parts_of_rows_equal_numpy(row_parts, dtype, layout):
     rng = np.random.default_rng(9)
     a = rng.standard_normal((3, 20, 7) if layout == "batch" else (60, 7)).astype(dtype)
     if layout == "transposed":  # as linear's weight gradient, g.mT @ x
@@ -404,7 +412,7 @@ def test_products_with_a_matrix_in_parts_of_rows_equal_numpy(two_threads, dtype,
     np.testing.assert_allclose(x.grad.numpy(), g @ b.T, rtol=tol, atol=tol)
     np.testing.assert_allclose(y.grad.numpy(), (a.reshape(-1, 7).T @ g.reshape(-1, 5)),
                                rtol=tol, atol=tol)
-    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    helpers = {name for name, _ in row_parts if name.startswith("memgrad-parts")}
     assert helpers, "no part ran on a helper thread"
 
 
@@ -423,7 +431,7 @@ def test_other_products_with_a_matrix_stay_whole(two_threads):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("beta", [0.0, 1.0])
-def test_gemm_in_parts_of_rows_at_offsets(two_threads, gemm_backend, dtype, beta):
+def test_gemm_in_parts_of_rows_at_offsets(row_parts, gemm_backend, dtype, beta):
     rng = np.random.default_rng(11)
     base_a = rng.standard_normal((2, 9, 40)).astype(dtype)  # used transposed: a's rows strided
     b = rng.standard_normal((6, 5)).astype(dtype)
@@ -437,7 +445,7 @@ def test_gemm_in_parts_of_rows_at_offsets(two_threads, gemm_backend, dtype, beta
     tol = 1e-5 if dtype == np.float32 else 1e-13
     np.testing.assert_allclose(c[1], want, rtol=tol, atol=tol)
     np.testing.assert_array_equal(c[0], c0[0])  # the other block untouched
-    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
+    helpers = {name for name, _ in row_parts if name.startswith("memgrad-parts")}
     assert bool(helpers) == (gemm_backend == "cblas")  # NumPy's fallback runs whole
 
 
@@ -511,10 +519,11 @@ def test_an_interrupt_while_the_pool_starts_a_thread_leaves_no_thread_behind(two
 
 def test_a_product_too_small_for_row_parts_runs_whole_on_blas_threads(monkeypatch):
     # below PRODUCT_PARTS_MIN_MACS: on the calling thread, the BLAS count left alone
-    # (OpenBLAS's own threads); from it on, in parts
+    # (OpenBLAS's own threads); from it on, in parts (without the hand-off)
     calls = []
     monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
     monkeypatch.setattr(parts_mod.Parts, "helpers", None)
+    monkeypatch.setattr(parts_mod.Parts, "handoff", None)
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
     rng = np.random.default_rng(11)
     a, b = rng.standard_normal((40, 6)), rng.standard_normal((6, 4))
