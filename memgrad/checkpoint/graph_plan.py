@@ -251,12 +251,14 @@ def _chain(profile: GraphProfile, method: str) -> tuple[list[ChainStage], list[l
         ))
         variants.append(kept_sets or [frozenset()])
     # the loss, a last stage that is never recomputed: what it holds is there from the end
-    # of the forward to the end of its backward, which makes the output's gradient; what its
-    # VJPs hold beyond both (measured above the model's output) is its backward transient
+    # of the forward to the end of its backward, which makes the output's gradient (its
+    # buffers as measured: a sum's is one number, broadcast); what its VJPs hold beyond both
+    # (measured above the model's output) is its backward transient
     out = chain[-1].x_out
     tail = profile.tail_bytes
-    chain.append(ChainStage(out, 0, out, False, tail, ((tail, 0.0),), 0.0,
-                            bwd_transient=max(0, profile.tail_bwd_bytes - tail - out)))
+    grad = out if profile.out_grad_bytes is None else profile.out_grad_bytes
+    chain.append(ChainStage(out, 0, grad, False, tail, ((tail, 0.0),), 0.0,
+                            bwd_transient=max(0, profile.tail_bwd_bytes - tail - grad)))
     variants.append([frozenset()])
     return chain, variants
 

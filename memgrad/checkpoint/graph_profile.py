@@ -132,6 +132,9 @@ class GraphProfile:
     # what running a step under a plan adds besides the replays (NOTE [ Step time ])
     overhead_seconds: float = 0.0
     clock: str = "wall"  # what the times are: "wall" (perf_counter) or "cpu" (process_time)
+    # bytes of the buffers of the outputs' gradients that the loss's backward made (None:
+    # the outputs' own bytes); a sum's gradient is a broadcast view of one number
+    out_grad_bytes: int | None = None
 
     def value_bytes(self, v: int) -> int:
         return self.ops[self.ops[v].root].nbytes
@@ -354,6 +357,7 @@ def profile_graph(
             "return the tensors the forward computes"
         )
     tail = _tail_bytes(result, loss_fn)
+    out_grad = _output_grad_bytes(result, loss_fn)
     del result, rec
     with track() as t:
         step()
@@ -362,7 +366,7 @@ def profile_graph(
     stages = _stages(ops, outputs)
     _set_backward_transients(stages, ops)
     profile = GraphProfile(ops, stages, outputs, 0.0, sum(o.seconds for o in ops), tail,
-                           t.peak_above_start, tail_bwd, clock=clock)
+                           t.peak_above_start, tail_bwd, clock=clock, out_grad_bytes=out_grad)
     replaying, timings = _replaying(profile, fn, tick)
     _time_steps(profile, step, _step(replaying, inputs, loss_fn, cleared_grads), timings,
                 tick, repeats)
@@ -521,6 +525,31 @@ def _tail_bytes(result: Any, loss_fn: Callable | None) -> int:
         loss = loss_fn(result)
     del loss
     return t.peak_bytes - t.start_bytes
+
+
+def _output_grad_bytes(result: Any, loss_fn: Callable | None) -> int | None:
+    """Bytes of the buffers of the gradients the loss's backward makes for the model's
+    outputs (a sum's is a broadcast view of one number), from the loss alone on detached
+    copies of them; None where no output requires grad."""
+    from memgrad.autograd.engine import grad
+
+    def detached(r: Any) -> Any:
+        if isinstance(r, Tensor):
+            return r.detach().requires_grad_() if r.requires_grad else r
+        if isinstance(r, (tuple, list)):
+            return type(r)(detached(x) for x in r)
+        if isinstance(r, dict):
+            return {k: detached(x) for k, x in r.items()}
+        return r
+
+    copy = detached(result)
+    leaves = [t for t in _outputs(copy) if t.requires_grad]
+    if not leaves:
+        return None
+    with enable_grad():
+        loss = loss_fn(copy) if loss_fn is not None else _default_loss(copy)
+    grads = grad(loss, leaves, allow_unused=True)
+    return sum(buffer_of(g._data).nbytes for g in grads if g is not None)
 
 
 def _last_uses(ops: list[OpRecord], outputs: list[int]) -> dict[int, int]:
