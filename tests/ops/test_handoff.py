@@ -324,6 +324,19 @@ def test_products_as_jobs_decline_what_they_cannot_run(blas_threads):
     np.testing.assert_allclose(out, a @ b, rtol=1e-13, atol=1e-13)
 
 
+def _without_and_with_jobs(run, monkeypatch):
+    """``run()`` with products as jobs off, then on (every size) with ``products_in_parts``
+    watched: the two results and whether each call ran as jobs."""
+    monkeypatch.setattr(parts_mod, "JOB_PARTS_MIN_MACS", 1 << 62)
+    want = run()
+    monkeypatch.setattr(parts_mod, "JOB_PARTS_MIN_MACS", 0)
+    calls = []
+    real = parts_mod.products_in_parts
+    monkeypatch.setattr(parts_mod, "products_in_parts",
+                        lambda *args: calls.append(real(*args)) or calls[-1])
+    return want, run(), calls
+
+
 @pytest.mark.parametrize("causal", [True, False])
 def test_attention_through_the_jobs_has_numpy_values_and_gradients(blas_threads, monkeypatch,
                                                                    causal):
@@ -338,14 +351,7 @@ def test_attention_through_the_jobs_has_numpy_values_and_gradients(blas_threads,
         (out * mg.tensor(np.cos(out.numpy()))).sum().backward()
         return [out.numpy()] + [t.grad.numpy() for t in ts]
 
-    monkeypatch.setattr(parts_mod, "JOB_PARTS_MIN_MACS", 1 << 62)
-    want = run()
-    monkeypatch.setattr(parts_mod, "JOB_PARTS_MIN_MACS", 0)
-    calls = []
-    real = parts_mod.products_in_parts
-    monkeypatch.setattr(parts_mod, "products_in_parts",
-                        lambda *args: calls.append(real(*args)) or calls[-1])
-    got = run()
+    want, got, calls = _without_and_with_jobs(run, monkeypatch)
     assert calls and all(calls)  # every product ran as jobs
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
@@ -393,14 +399,7 @@ def test_self_attention_through_jobs_equals_the_numpy_path(blas_threads, monkeyp
                 for causal in (True, False)
                 for f, args in ((self_attention, (qkv,)), (self_attention_backward, (g, qkv)))]
 
-    monkeypatch.setattr(parts_mod, "JOB_PARTS_MIN_MACS", 1 << 62)
-    want = run()
-    monkeypatch.setattr(parts_mod, "JOB_PARTS_MIN_MACS", 0)
-    calls = []
-    real = parts_mod.products_in_parts
-    monkeypatch.setattr(parts_mod, "products_in_parts",
-                        lambda *args: calls.append(real(*args)) or calls[-1])
-    got = run()
+    want, got, calls = _without_and_with_jobs(run, monkeypatch)
     assert len(calls) == 2 * (2 + 5) and all(calls)  # every product ran as jobs
     for a, b in zip(got, want):
         assert np.array_equal(a, b)

@@ -11,32 +11,15 @@ import memgrad as mg
 from memgrad import nn
 from memgrad.errors import ShapeError
 from memgrad.ops.nn import self_attention, self_attention_backward
-
-
-def _heads(x: np.ndarray, heads: int) -> np.ndarray:
-    n, t, e = x.shape
-    return x.reshape(n, t, heads, e // heads).transpose(0, 2, 1, 3)
-
-
-def _merge(x: np.ndarray) -> np.ndarray:
-    n, h, t, d = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(n, t, h * d)
+from tests.helpers.op_samples import _np_self_attention, _np_self_attention_backward
 
 
 def _reference(qkv: np.ndarray, g: np.ndarray, heads: int, causal: bool,
                scale: float) -> tuple[np.ndarray, np.ndarray]:
     """Attention and its gradient for ``g``, in float64, by the definition."""
-    q, k, v = (_heads(x.astype(np.float64), heads) for x in np.split(qkv, 3, -1))
-    s = scale * q @ np.swapaxes(k, -1, -2)
-    if causal:
-        s = np.where(np.triu(np.ones(s.shape[-2:], bool), 1), -np.inf, s)
-    w = np.exp(s - s.max(-1, keepdims=True))
-    w /= w.sum(-1, keepdims=True)
-    gh = _heads(g.astype(np.float64), heads)
-    dw = gh @ np.swapaxes(v, -1, -2)
-    ds = scale * w * (dw - (dw * w).sum(-1, keepdims=True))
-    grads = ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(w, -1, -2) @ gh
-    return _merge(w @ v), np.concatenate([_merge(x) for x in grads], -1)
+    qkv, g = qkv.astype(np.float64), g.astype(np.float64)
+    return (_np_self_attention(qkv, heads, causal, scale),
+            _np_self_attention_backward(g, qkv, heads, causal, scale))
 
 
 def _nodes(out: mg.Tensor) -> list:
