@@ -21,11 +21,10 @@ from typing import Any
 import numpy as np
 from checkpointing import make_step
 from common import emit, interleaved, machine_info, table, torch_or_none
-from small import MODELS, memgrad_model
+from small import MODELS, memgrad_batch, memgrad_model
 
 import memgrad as mg
 from memgrad import models, nn
-from memgrad.nn import functional as F
 
 __all__ = ["main"]
 
@@ -76,13 +75,7 @@ def _layer_cases(sizes: dict, torch: Any) -> dict[str, Callable[[], None]]:
 
 
 def _step_cases(name: str, sizes: dict) -> dict[str, dict[str, Callable[[], None]]]:
-    tokens = np.random.default_rng(0).integers(0, sizes["vocab"],
-                                               (sizes["batch"], sizes["seq"] + 1))
-    x, y = mg.tensor(tokens[:, :-1]), mg.tensor(tokens[:, 1:].reshape(-1))
-
-    def loss_fn(out: Any) -> Any:
-        return F.cross_entropy(out.reshape(-1, sizes["vocab"]), y)
-
+    x, loss_fn = memgrad_batch(sizes)
     return {
         f"{name} step, {mode}": {
             "fused": make_step(memgrad_model(sizes), x, loss_fn, segments),

@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 from checkpointing import make_step
 from common import emit, interleaved, machine_info, table
-from small import MODELS, memgrad_model
+from small import MODELS, memgrad_batch, memgrad_model
 
 import memgrad as mg
-from memgrad.nn import functional as F
 from memgrad.ops import parts
 from memgrad.ops.nn import causal_matmul
 
@@ -69,13 +68,7 @@ def _causal_cases() -> dict[str, Callable[[], Any]]:
 def _step_cases() -> dict[str, Callable[[], None]]:
     cases = {}
     for name, sizes in MODELS.items():
-        tokens = np.random.default_rng(0).integers(0, sizes["vocab"],
-                                                   (sizes["batch"], sizes["seq"] + 1))
-        x, y = mg.tensor(tokens[:, :-1]), mg.tensor(tokens[:, 1:].reshape(-1))
-
-        def loss_fn(out: Any, y: Any = y, vocab: int = sizes["vocab"]) -> Any:
-            return F.cross_entropy(out.reshape(-1, vocab), y)
-
+        x, loss_fn = memgrad_batch(sizes)
         for mode, segments in (("plain", None), ("checkpointed", sizes["blocks"])):
             cases[f"{name} step, {mode}"] = make_step(memgrad_model(sizes), x, loss_fn,
                                                       segments)

@@ -53,7 +53,7 @@ from memgrad import models, nn
 from memgrad.checkpoint import checkpoint
 from memgrad.nn import functional as F
 
-__all__ = ["MODELS", "memgrad_model", "torch_model", "main"]
+__all__ = ["MODELS", "memgrad_model", "memgrad_batch", "torch_model", "main"]
 
 MODELS = {
     "nanogpt": dict(vocab=65, d_model=64, heads=4, blocks=4, seq=32, batch=8, lr=1e-3),
@@ -67,6 +67,18 @@ def _batch(sizes: dict, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     tokens = rng.integers(0, sizes["vocab"], size=(sizes["batch"], sizes["seq"] + 1))
     return tokens[:, :-1].astype(np.int64), tokens[:, 1:].reshape(-1).astype(np.int64)
+
+
+def memgrad_batch(sizes: dict) -> tuple[Any, Callable[[Any], Any]]:
+    """The batch of ``_batch`` as memgrad's input tokens and the cross-entropy loss of the
+    model's logits on its targets: ``(x, loss_fn)``."""
+    xn, yn = _batch(sizes)
+    x, y = mg.tensor(xn), mg.tensor(yn)
+
+    def loss_fn(out: Any) -> Any:
+        return F.cross_entropy(out.reshape(-1, sizes["vocab"]), y)
+
+    return x, loss_fn
 
 
 def memgrad_model(sizes: dict) -> nn.Sequential:
@@ -83,8 +95,7 @@ def memgrad_model(sizes: dict) -> nn.Sequential:
 
 def _memgrad_step(sizes: dict, checkpointed: bool) -> tuple[Callable[[], Any], Any]:
     model = memgrad_model(sizes)
-    xn, yn = _batch(sizes)
-    x, y = mg.tensor(xn), mg.tensor(yn)
+    x, loss_fn = memgrad_batch(sizes)
     stages = list(model)
     opt = mg.optim.AdamW(model.parameters(), lr=sizes["lr"])
 
@@ -92,7 +103,7 @@ def _memgrad_step(sizes: dict, checkpointed: bool) -> tuple[Callable[[], Any], A
         h = stages[0](x)
         for block in stages[1:-1]:
             h = checkpoint(block, h) if checkpointed else block(h)
-        return F.cross_entropy(stages[-1](h).reshape(-1, sizes["vocab"]), y)
+        return loss_fn(stages[-1](h))
 
     def step() -> Any:
         opt.zero_grad()

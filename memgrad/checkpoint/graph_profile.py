@@ -356,8 +356,7 @@ def profile_graph(
             "plan: the model returned no tensor computed by memgrad ops from its inputs; "
             "return the tensors the forward computes"
         )
-    tail = _tail_bytes(result, loss_fn)
-    out_grad = _output_grad_bytes(result, loss_fn)
+    tail, out_grad = _loss_bytes(result, loss_fn)
     del result, rec
     with track() as t:
         step()
@@ -517,20 +516,11 @@ def _set_backward_transients(stages: list[StageInfo], ops: list[OpRecord]) -> No
         st.bwd_transient = max(0, peak - before - grad_in)
 
 
-def _tail_bytes(result: Any, loss_fn: Callable | None) -> int:
-    """Bytes the loss holds while backward starts (its saved values and transients)."""
-    if loss_fn is None:
-        return 0
-    with track() as t, enable_grad():
-        loss = loss_fn(result)
-    del loss
-    return t.peak_bytes - t.start_bytes
-
-
-def _output_grad_bytes(result: Any, loss_fn: Callable | None) -> int | None:
-    """Bytes of the buffers of the gradients the loss's backward makes for the model's
-    outputs (a sum's is a broadcast view of one number), from the loss alone on detached
-    copies of them; None where no output requires grad."""
+def _loss_bytes(result: Any, loss_fn: Callable | None) -> tuple[int, int | None]:
+    """From the loss run once on detached copies of the model's outputs: the bytes it holds
+    while backward starts (its saved values and transients; 0 for the default sum), and the
+    bytes of the buffers of the gradients its backward makes for the outputs (a sum's is a
+    broadcast view of one number; None where no output requires grad)."""
     from memgrad.autograd.engine import grad
 
     def detached(r: Any) -> Any:
@@ -544,12 +534,14 @@ def _output_grad_bytes(result: Any, loss_fn: Callable | None) -> int | None:
 
     copy = detached(result)
     leaves = [t for t in _outputs(copy) if t.requires_grad]
+    with track() as t, enable_grad():
+        loss = loss_fn(copy) if loss_fn is not None else (_default_loss(copy) if leaves
+                                                          else None)
+    tail = t.peak_bytes - t.start_bytes if loss_fn is not None else 0
     if not leaves:
-        return None
-    with enable_grad():
-        loss = loss_fn(copy) if loss_fn is not None else _default_loss(copy)
+        return tail, None
     grads = grad(loss, leaves, allow_unused=True)
-    return sum(buffer_of(g._data).nbytes for g in grads if g is not None)
+    return tail, sum(buffer_of(g._data).nbytes for g in grads if g is not None)
 
 
 def _last_uses(ops: list[OpRecord], outputs: list[int]) -> dict[int, int]:

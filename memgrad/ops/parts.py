@@ -56,35 +56,6 @@ whose products are that small, 10-15% longer; the spinning after them costs the 
 steps of small models little. Without the per-thread count, every product runs whole on
 BLAS's own threads.
 
-NOTE [ One set of threads ]): its jobs reach the helpers without the GIL, and OpenBLAS
-packs the right operand once for both. Without the hand-off it runs in parts:
-``rows_in_parts`` splits its output's rows into one contiguous part per BLAS thread, each a
-single-threaded BLAS call on that part's rows of the left operand, so that the large
-products and the kernels of an op in parts (NOTE [ Row parts ] in ops/nn.py) run on the
-helper threads of ``in_parts``. Left to its own threads, OpenBLAS wakes them for each
-product, and after it they spin, waiting for the next one (``OPENBLAS_THREAD_TIMEOUT``, by
-default some 2**28 cycles): on two cores they took a core from the kernels' parts and from
-the NumPy work between the products, and in a W2 step (the transformer of
-benchmarks/workloads.py) OpenBLAS's threads burnt about as many CPU seconds as memgrad's
-own (3.7 CPU seconds per step against 1.5 in parts, on a loaded machine). With the
-hand-off, the parts cost what OpenBLAS's split does not: a Python part on the helper
-(which takes the GIL) and the right operand packed once per part: W1's step (products of
-256x1024x1024) took 0.86-0.91x the time whole, W2's and W3's 0.97-1.02x (Intel model 207,
-alternated steps). A part, though, is handed to a sleeping thread, and waking it costs
-tens of microseconds, on a virtual machine whose host is busy up to milliseconds; each
-part also packs the whole right operand again. Below ``PRODUCT_PARTS_MIN_MACS``
-multiply-adds that costs more than the product gains from the second core: a 1024x64x256
-product took 0.31-0.56 ms in parts against 0.25 ms on OpenBLAS's two threads (0.45 ms on
-one), and a small transformer's training step, all of whose products are that small,
-10-15% longer. Such a product therefore runs whole, on OpenBLAS's threads, and the spinning
-after it costs the short steps of small models little. In parts, the inner dimension is
-not split and the parts start at multiples of ``ROW_ALIGN`` rows, so each element is
-computed as single-threaded BLAS computes it in the whole product: the values do not
-depend on the split (for some shapes they may differ in the last bits from OpenBLAS's own
-two-thread split, as they may differ between one and two BLAS threads; OpenBLAS 0.3.31's
-SkylakeX kernels gave the same bits for the shapes of W1, W2 and the small models).
-Without the per-thread count, every product runs whole on BLAS's own threads.
-
 NOTE [ One set of threads ]
 OpenBLAS's own threads and the helpers of ``in_parts`` are two sets of threads on the same
 cores. After each product OpenBLAS's workers spin, on the core, for up to 2^28 cycles, and
@@ -154,8 +125,9 @@ __all__ = ["PARTS_MIN_MACS", "PRODUCT_PARTS_MIN_MACS", "JOB_PARTS_MIN_MACS", "RO
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
 PARTS_MIN_MACS = 1 << 23
-# multiply-adds from which a product with one matrix operand runs in parts of its rows;
-# below, it runs whole on BLAS's own threads (NOTE [ Products in parts of their rows ])
+# multiply-adds from which a product with one matrix operand runs in parts of its rows
+# where there is no hand-off; below, it runs whole on BLAS's own threads (NOTE [ Products in
+# parts of their rows ])
 PRODUCT_PARTS_MIN_MACS = 1 << 26
 # the parts of a product's rows (rows_in_parts) start at multiples of this: a multiple of
 # OpenBLAS's row unrolling, so that each part is tiled as that part of the whole product
@@ -523,9 +495,9 @@ _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def rows_product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``x @ y`` for a matrix ``y``, as ``np.matmul``: large enough, in parts of ``x``'s rows
-    on every core, else whole on BLAS's own threads (NOTE [ Products in parts of their rows
-    ]), as linear's products and their gradients.
+    """``x @ y`` for a matrix ``y``, as ``np.matmul``: whole on BLAS's threads, or, large
+    enough and without the hand-off, in parts of ``x``'s rows on every core (NOTE [ Products
+    in parts of their rows ]), as linear's products and their gradients.
 
     Example:
         >>> rows_product(np.ones((2, 3)), np.ones((3, 1))).ravel().tolist()
