@@ -359,7 +359,10 @@ class Backward:
                     continue
                 g = out[i]
                 if g is not None:
-                    if g.__class__ is not Tensor or (g._data.shape, g._data.dtype) != meta[i]:
+                    # the dtype by identity (NumPy's are singletons; another falls to
+                    # _validate, which compares by value): a tuple compare costs twice
+                    if g.__class__ is not Tensor or g._data.dtype is not meta[i][1] \
+                            or g._data.shape != meta[i][0]:
                         g = _validate(node, out)[i]
                     cbuf = buffers.get(child)
                     if cbuf is None:
