@@ -110,6 +110,7 @@ class Tensor:
         "_acc",  # weakref to this leaf's AccumulateGrad while a graph holds it
         "_hooks",  # leaf tensor hooks (non-leaf hooks live on grad_fn)
         "_base",  # the tensor this one is a view of
+        "_meta",  # the Meta of _data, made when a recorded op first takes this tensor
         "_view_gen",  # _vc.gen when this view was made
         "_view_fn",  # the view ops from _base to this view: ((primitive, params), ...)
         "_retains_grad",
@@ -129,7 +130,7 @@ class Tensor:
         self._vc = None
         self._acc = None
         self._hooks = None
-        self._base = None
+        self._base = self._meta = None
         # _view_gen, _view_fn, _retains_grad and _post_acc_hooks are set only when used
         # (read with getattr)
         if requires_grad:
@@ -272,6 +273,7 @@ class Tensor:
     @data.setter
     def data(self, value: Tensor) -> None:
         self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
+        self._meta = None
 
     def detach(self) -> Tensor:
         """A new leaf that shares storage and version counter with this tensor."""
@@ -367,5 +369,5 @@ def wrap(data: np.ndarray) -> Tensor:
     t._vc = None
     t._acc = None
     t._hooks = None
-    t._base = None
+    t._base = t._meta = None
     return t

@@ -50,6 +50,7 @@ class Tensor:
     _acc: Any
     _hooks: Any
     _base: Any
+    _meta: Any
     _view_gen: Any
     _view_fn: Any
     _retains_grad: Any

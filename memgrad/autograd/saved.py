@@ -54,7 +54,7 @@ class SavedTensor:
                                f"output of {op}")
             t = _new(Tensor)  # wrap(self._data), inline: once per saved output in backward
             t._data = self._data
-            t.grad = t._acc = t._hooks = t._base = None
+            t.grad = t._acc = t._hooks = t._base = t._meta = None
             t._vc = vc
             t.grad_fn = node
             t.output_nr = self._output_nr

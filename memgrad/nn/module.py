@@ -568,6 +568,7 @@ class Module:
         for t in (*self.parameters(), *self.buffers()):
             if t._data.dtype.kind == "f" and t._data.dtype != dtype:
                 t._data = t._data.astype(dtype)
+                t._meta = None
                 t._bump_version()
                 if t.grad is not None:
                     t.grad = Tensor(t.grad._data.astype(dtype))

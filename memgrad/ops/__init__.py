@@ -35,7 +35,7 @@ from memgrad.ops import (  # noqa: F401
     unary,
 )
 from memgrad.ops import elementwise as ew
-from memgrad.ops.registry import METHODS, PUBLIC, Primitive, apply, apply1, apply2, public
+from memgrad.ops.registry import METHODS, PUBLIC, Primitive, apply, public
 from memgrad.ops.registry import REGISTRY as REGISTRY
 from memgrad.tensor import Tensor
 
@@ -330,24 +330,18 @@ _NO_PARAMS: dict = {}
 
 
 def _binary(prim: Primitive):
-    def method(self: Tensor, other: Any) -> Tensor:
-        return apply2(prim, self, other)
-
-    return method
+    return prim.call2
 
 
 def _reflected(prim: Primitive):
     def method(self: Tensor, other: Any) -> Tensor:
-        return apply2(prim, other, self)
+        return prim.call2(other, self)
 
     return method
 
 
 def _unary(prim: Primitive):
-    def method(self: Tensor) -> Tensor:
-        return apply1(prim, self)
-
-    return method
+    return prim.call1
 
 
 def _cmp(prim: Primitive):

@@ -43,7 +43,7 @@ from memgrad.errors import ShapeError
 from memgrad.tensor import Tensor
 
 __all__ = ["Primitive", "primitive", "public", "REGISTRY", "PUBLIC", "METHODS", "Meta", "OpNode",
-           "apply", "apply1", "apply2"]
+           "apply"]
 
 _NDARRAY = np.ndarray  # a module global: cheaper on the per-op path than np.ndarray
 _new = object.__new__
@@ -75,6 +75,8 @@ class Primitive:
         "_inplace_variant",
         "_saves_for",  # needs mask -> saves_for's answer, filled on first use
         "_rules",  # the dispatcher's form of the save rule, by call shape (see _rule)
+        "call1",  # the short paths of one and two operands (_short_path1, _short_path2)
+        "call2",
     )
 
     def __init__(
@@ -110,6 +112,7 @@ class Primitive:
         self._rules: dict[int, tuple] = {}
         self.inplace = False
         self._inplace_variant: Primitive | None = None
+        self.call1, self.call2 = _short_path1(self), _short_path2(self)
         self.node_name = "".join(p.capitalize() for p in name.split("_")) + "Backward"
         params = inspect.signature(forward).parameters.values()
         names = []
@@ -183,9 +186,9 @@ class Primitive:
         if not params:
             n = len(args)
             if n == 2:
-                return apply2(self, *args)
+                return self.call2(*args)
             if n == 1:
-                return apply1(self, *args)
+                return self.call1(*args)
         return apply(self, args, params)
 
     def own_params(self, params: dict) -> dict:
@@ -207,6 +210,7 @@ class Primitive:
                 setattr(twin, slot, getattr(self, slot))
             twin.name = self.name + "_"
             twin.inplace = True
+            twin.call1, twin.call2 = _short_path1(twin), _short_path2(twin)
             self._inplace_variant = twin
         return twin
 
@@ -281,9 +285,7 @@ def public(fn: Callable | None = None, *, method: bool = True) -> Any:
 
 
 def _unary_method(prim: Primitive) -> Callable:
-    def method(self: Tensor) -> Tensor:
-        return apply1(prim, self)
-
+    method = prim.call1
     method.__name__ = prim.name
     method.__doc__ = (prim.forward.__doc__ or "").strip().split("\n")[0] or None
     return method
@@ -378,7 +380,7 @@ def apply(prim: Primitive, args: tuple, params: dict, _dispatched: bool = False)
     out = _new(Tensor)  # wrap(out_data), inline on the per-op path
     out._data = out_data
     out._requires_grad = False
-    out.grad = out.grad_fn = out._vc = out._acc = out._hooks = out._base = None
+    out.grad = out.grad_fn = out._vc = out._acc = out._hooks = out._base = out._meta = None
     out.output_nr = 0
     if prim.view:
         _make_view(out, args[0], prim, params)
@@ -394,78 +396,87 @@ def apply(prim: Primitive, args: tuple, params: dict, _dispatched: bool = False)
 # NOTE [ Calls of one and two operands ]
 # A Tensor operator (``y * a``, ``y + 0.5``, ``-y``), a unary method (``y.tanh()``) and a
 # primitive called without parameters (``tanh_backward(g, out)`` in a VJP) go through
-# ``apply1``/``apply2``: ``apply`` for that one call shape, without the general loops over
+# ``prim.call1``/``prim.call2``: ``apply`` for that one call shape, without the loops over
 # the arguments, the list of their arrays and the star-call of the forward. They take the
 # calls ``apply`` would run without an interpreter and without refreshing a view: operands
 # that are Tensors (a view only while its base has not changed in place since it was made)
-# or Python floats and ints (constants), and a primitive that makes no view. Every other
+# or Python floats and ints (constants), and a primitive that makes no view; every other
 # call goes to ``apply``. A call they take makes the same result and records its node with
-# ``apply``'s ``_record``: tests/ops/test_dispatch.py compares the two paths call shape by
-# call shape. Callgrind, the benchmarks/overhead.py chain with
-# tensor operands, one BLAS thread: 44,054 -> 42,145 instructions per op forward and
-# backward, 22,926 -> 21,469 forward, 9,281 -> 7,630 under no_grad.
+# ``_record`` (tests/ops/test_dispatch.py compares the paths call shape by call shape).
+# They are closures with the primitive bound and are the operators themselves: one Python
+# call an op. Callgrind, the benchmarks/overhead.py chain, tensor operands, instructions an
+# op against ``apply``: 44,054 -> 42,145 forward and backward, 9,281 -> 7,630 no_grad.
 
 
-def apply2(prim: Primitive, x: Any, y: Any) -> Tensor:
-    """``apply(prim, (x, y), {})`` (NOTE [ Calls of one and two operands ])."""
-    if interpreters.active or prim.view:
-        return apply(prim, (x, y), _NO_PARAMS)
-    if isinstance(x, Tensor):
-        if x._base is not None and x._vc.gen != x._view_gen:
-            return apply(prim, (x, y), _NO_PARAMS)  # a view to refresh, perhaps
-        dx = x._data
-        grad = x._requires_grad
-    elif x.__class__ is float or x.__class__ is int:
-        dx = x
-        grad = False
-    else:
-        return apply(prim, (x, y), _NO_PARAMS)
-    if isinstance(y, Tensor):
-        if y._base is not None and y._vc.gen != y._view_gen:
-            return apply(prim, (x, y), _NO_PARAMS)  # a view to refresh, perhaps
-        dy = y._data
-        if y._requires_grad:
-            grad = True
-    elif y.__class__ is float or y.__class__ is int:
-        dy = y
-    else:
-        return apply(prim, (x, y), _NO_PARAMS)
-    try:
-        out_data = prim.run(dx, dy)
-    except (ValueError, IndexError, TypeError) as e:
-        raise _op_error(prim, (x, y), e) from e
-    if out_data.__class__ is not _NDARRAY:
-        out_data = np.asarray(out_data)  # a NumPy scalar
-    out = _new(Tensor)
-    out._data = out_data
-    out._requires_grad = False
-    out.grad = out.grad_fn = out._vc = out._acc = out._hooks = out._base = None
-    out.output_nr = 0
-    if grad and state.grad_enabled and prim.differentiable and out_data.dtype.kind == "f":
-        _record(prim, (x, y), _NO_PARAMS, out)
-    return out
+def _short_path2(prim: Primitive) -> Callable:
+    """``apply(prim, (self, other), {})`` as ``prim.call2(self, other)``, and the Tensor
+    operator of ``prim`` (NOTE [ Calls of one and two operands ])."""
+
+    def call2(self: Any, other: Any) -> Tensor:
+        if interpreters.active or prim.view:
+            return apply(prim, (self, other), _NO_PARAMS)
+        if isinstance(self, Tensor):
+            if self._base is not None and self._vc.gen != self._view_gen:
+                return apply(prim, (self, other), _NO_PARAMS)  # a view to refresh, perhaps
+            dx = self._data
+            grad = self._requires_grad
+        elif self.__class__ is float or self.__class__ is int:
+            dx = self
+            grad = False
+        else:
+            return apply(prim, (self, other), _NO_PARAMS)
+        if isinstance(other, Tensor):
+            if other._base is not None and other._vc.gen != other._view_gen:
+                return apply(prim, (self, other), _NO_PARAMS)  # a view to refresh, perhaps
+            dy = other._data
+            if other._requires_grad:
+                grad = True
+        elif other.__class__ is float or other.__class__ is int:
+            dy = other
+        else:
+            return apply(prim, (self, other), _NO_PARAMS)
+        try:
+            out_data = prim.run(dx, dy)
+        except (ValueError, IndexError, TypeError) as e:
+            raise _op_error(prim, (self, other), e) from e
+        if out_data.__class__ is not _NDARRAY:
+            out_data = np.asarray(out_data)  # a NumPy scalar
+        out = _new(Tensor)
+        out._data = out_data
+        out._requires_grad = False
+        out.grad = out.grad_fn = out._vc = out._acc = out._hooks = out._base = out._meta = None
+        out.output_nr = 0
+        if grad and state.grad_enabled and prim.differentiable and out_data.dtype.kind == "f":
+            _record(prim, (self, other), _NO_PARAMS, out)
+        return out
+
+    return call2
 
 
-def apply1(prim: Primitive, x: Any) -> Tensor:
-    """``apply(prim, (x,), {})`` (NOTE [ Calls of one and two operands ])."""
-    if interpreters.active or prim.view or not isinstance(x, Tensor) \
-            or (x._base is not None and x._vc.gen != x._view_gen):
-        return apply(prim, (x,), _NO_PARAMS)
-    try:
-        out_data = prim.run(x._data)
-    except (ValueError, IndexError, TypeError) as e:
-        raise _op_error(prim, (x,), e) from e
-    if out_data.__class__ is not _NDARRAY:
-        out_data = np.asarray(out_data)  # a NumPy scalar from a full reduction
-    out = _new(Tensor)
-    out._data = out_data
-    out._requires_grad = False
-    out.grad = out.grad_fn = out._vc = out._acc = out._hooks = out._base = None
-    out.output_nr = 0
-    if x._requires_grad and state.grad_enabled and prim.differentiable \
-            and out_data.dtype.kind == "f":
-        _record(prim, (x,), _NO_PARAMS, out)
-    return out
+def _short_path1(prim: Primitive) -> Callable:
+    """``apply(prim, (self,), {})`` as ``prim.call1(self)``, and the unary Tensor method."""
+
+    def call1(self: Any) -> Tensor:
+        if interpreters.active or prim.view or not isinstance(self, Tensor) \
+                or (self._base is not None and self._vc.gen != self._view_gen):
+            return apply(prim, (self,), _NO_PARAMS)
+        try:
+            out_data = prim.run(self._data)
+        except (ValueError, IndexError, TypeError) as e:
+            raise _op_error(prim, (self,), e) from e
+        if out_data.__class__ is not _NDARRAY:
+            out_data = np.asarray(out_data)  # a NumPy scalar from a full reduction
+        out = _new(Tensor)
+        out._data = out_data
+        out._requires_grad = False
+        out.grad = out.grad_fn = out._vc = out._acc = out._hooks = out._base = out._meta = None
+        out.output_nr = 0
+        if self._requires_grad and state.grad_enabled and prim.differentiable \
+                and out_data.dtype.kind == "f":
+            _record(prim, (self,), _NO_PARAMS, out)
+        return out
+
+    return call1
 
 
 def _dispatch(stack: tuple, prim: Primitive, args: tuple, params: dict) -> Tensor:
@@ -500,9 +511,12 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     key = 1  # the save rule's key (see Primitive._rule): two bits per argument
     for a in args:
         if isinstance(a, Tensor):
-            d = a._data
-            dt, m = _METAS.get(d.shape, _NO_META)  # the dtype by identity: hashing one is slow
-            meta.append(m if dt is d.dtype else _meta(d))
+            m = a._meta
+            if m is None:
+                d = a._data
+                dt, m = _METAS.get(d.shape, _NO_META)  # the dtype by identity: hashing is slow
+                m = a._meta = m if dt is d.dtype else _meta(d)
+            meta.append(m)
             if a._requires_grad:
                 key = key * 4 + 3
                 fn = a.grad_fn
@@ -525,8 +539,7 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     node._input_meta = tuple(meta)
     plain = state.plain  # no anomaly mode, no saved-tensor hooks
     node._trace = None if plain or not state.anomaly else _anomaly_trace()
-    node.prim = prim
-    node._needs = needs
+    node.prim, node._needs = prim, needs
     node._params = prim.own_params(params) if prim.array_params else params
     node.sink_inputs = prim.accumulates
     node._keep = keep
@@ -550,8 +563,7 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
         else None
 
 
-# shape -> (dtype, Meta): the last Meta made for each shape, shared by the nodes (a
-# bounded cache; a plain tuple, whose indexing is faster than a Meta's)
+# shape -> (dtype, Meta), the last Meta made per shape: shared by the nodes (a bounded cache)
 _METAS: dict[tuple, tuple[np.dtype, Meta]] = {}
 
 

@@ -151,7 +151,7 @@ def test_a_view_op_result_is_a_view_exactly_when_it_shares_memory():
 
 
 # NOTE [ Calls of one and two operands ]: operators, unary methods and primitives called
-# without parameters take apply1/apply2, which must give what apply gives
+# without parameters take prim.call1/prim.call2, which must give what apply gives
 
 def _count_apply(monkeypatch):
     from memgrad.ops import registry
@@ -211,7 +211,7 @@ def test_views_interpreters_and_other_operands_still_take_apply(monkeypatch):
 @pytest.mark.parametrize("name", ["mul", "add", "sub", "div", "pow", "maximum", "lt"])
 @pytest.mark.parametrize("shape", ["tt", "tc", "ct", "tg", "gg"])
 def test_the_short_path_makes_the_node_apply_makes(name, shape):
-    from memgrad.ops.registry import apply, apply2
+    from memgrad.ops.registry import apply
 
     prim = REGISTRY[name]
     rng = np.random.default_rng(0)
@@ -228,7 +228,7 @@ def test_the_short_path_makes_the_node_apply_makes(name, shape):
         return out
 
     results = []
-    for run in (lambda x, y: apply(prim, (x, y), {}), lambda x, y: apply2(prim, x, y)):
+    for run in (lambda x, y: apply(prim, (x, y), {}), prim.call2):
         rng = np.random.default_rng(0)
         x, y = operands()
         out = run(x, y)
@@ -265,3 +265,23 @@ def test_the_short_path_saves_through_saved_tensor_hooks_and_keeps_anomaly_trace
     with mg.autograd.detect_anomaly():
         y = x * a
     assert y.grad_fn._trace is not None
+
+
+def test_an_input_meta_follows_the_tensor_data_a_recorded_op_saw():
+    # a tensor's (shape, dtype) is kept on it after its first recorded op: a new .data,
+    # or Module.to(dtype), must give the next node the new one
+    x = mg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (x * 2.0).sum().backward()
+    assert x.grad_fn is None and x._meta.shape == (3,)
+    x.data = mg.tensor([1.0, 2.0, 3.0, 4.0])
+    x.grad = None
+    (x * mg.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 2.0, 3.0, 4.0])
+
+    lin = mg.nn.Linear(2, 1)
+    lin(mg.ones(1, 2)).sum().backward()
+    lin.zero_grad(set_to_none=True)
+    lin.to(mg.float64)
+    lin(mg.ones(1, 2, dtype=mg.float64)).sum().backward()
+    assert lin.weight.grad.dtype == mg.float64 and lin.bias.grad.dtype == mg.float64
+    np.testing.assert_array_equal(lin.weight.grad.numpy(), [[1.0, 1.0]])
