@@ -329,19 +329,11 @@ _OPERANDS = (Tensor, numbers.Number, np.ndarray, np.generic, list, tuple)
 _NO_PARAMS: dict = {}
 
 
-def _binary(prim: Primitive):
-    return prim.call2
-
-
 def _reflected(prim: Primitive):
     def method(self: Tensor, other: Any) -> Tensor:
         return prim.call2(other, self)
 
     return method
-
-
-def _unary(prim: Primitive):
-    return prim.call1
 
 
 def _cmp(prim: Primitive):
@@ -558,22 +550,22 @@ def _bind() -> None:
         "div_": inplace.div_, "zero_": inplace.zero_, "fill_": inplace.fill_,
         "copy_": inplace.copy_, "clamp_": inplace.clamp_, "relu_": inplace.relu_,
         "normal_": draws.normal_, "uniform_": draws.uniform_,
-        "__add__": _binary(ew.add), "__radd__": _reflected(ew.add),
-        "__sub__": _binary(ew.sub), "__rsub__": _reflected(ew.sub),
-        "__mul__": _binary(ew.mul), "__rmul__": _reflected(ew.mul),
-        "__truediv__": _binary(ew.div), "__rtruediv__": _reflected(ew.div),
-        "__floordiv__": _binary(ew.floor_divide), "__rfloordiv__": _reflected(ew.floor_divide),
-        "__mod__": _binary(ew.remainder), "__rmod__": _reflected(ew.remainder),
-        "__pow__": _binary(ew.pow), "__rpow__": _reflected(ew.pow),
-        "__matmul__": _binary(linalg.matmul), "__rmatmul__": _reflected(linalg.matmul),
-        "__neg__": _unary(ew.neg), "__abs__": _unary(ew.abs), "__pos__": _pos,
+        "__add__": ew.add.call2, "__radd__": _reflected(ew.add),
+        "__sub__": ew.sub.call2, "__rsub__": _reflected(ew.sub),
+        "__mul__": ew.mul.call2, "__rmul__": _reflected(ew.mul),
+        "__truediv__": ew.div.call2, "__rtruediv__": _reflected(ew.div),
+        "__floordiv__": ew.floor_divide.call2, "__rfloordiv__": _reflected(ew.floor_divide),
+        "__mod__": ew.remainder.call2, "__rmod__": _reflected(ew.remainder),
+        "__pow__": ew.pow.call2, "__rpow__": _reflected(ew.pow),
+        "__matmul__": linalg.matmul.call2, "__rmatmul__": _reflected(linalg.matmul),
+        "__neg__": ew.neg.call1, "__abs__": ew.abs.call1, "__pos__": _pos,
         "__iadd__": inplace.add_, "__isub__": inplace.sub_, "__imul__": inplace.mul_,
         "__itruediv__": inplace.div_,
         "__eq__": _cmp(ew.eq), "__ne__": _cmp(ew.ne), "__lt__": _cmp(ew.lt),
         "__le__": _cmp(ew.le), "__gt__": _cmp(ew.gt), "__ge__": _cmp(ew.ge),
-        "__and__": _binary(ew.logical_and), "__or__": _binary(ew.logical_or),
-        "__xor__": _binary(ew.logical_xor), "__invert__": _unary(ew.logical_not),
-        "logical_not": _unary(ew.logical_not),
+        "__and__": ew.logical_and.call2, "__or__": ew.logical_or.call2,
+        "__xor__": ew.logical_xor.call2, "__invert__": ew.logical_not.call1,
+        "logical_not": ew.logical_not.call1,
         "__getitem__": _getitem, "__setitem__": inplace.setitem, "__iter__": _iter,
         "float": _cast(np.float32), "double": _cast(np.float64), "long": _cast(np.int64),
         "int": _cast(np.int32), "bool": _cast(np.bool_), "half": _cast(np.float16),
