@@ -30,19 +30,22 @@ ERROR = re.compile(r"^memgrad\.jit\.parse: line (\d+), column (\d+): ")
 
 @contextlib.contextmanager
 def no_kernels():
-    """Every numba kernel of memgrad._kernels replaced by a function that fails."""
+    """Every numba kernel of memgrad._kernels replaced by a function that fails. Every
+    module is imported before any kernel is replaced: a module whose import compiles code
+    that calls kernels (the jobs of memgrad/_kernels/jobs.py) must see the real ones."""
     saved = []
-    for info in pkgutil.iter_modules(memgrad._kernels.__path__):
-        module = importlib.import_module(f"memgrad._kernels.{info.name}")
-        for name, obj in list(vars(module).items()):
-            if isinstance(obj, CPUDispatcher):
-
-                def ran(*args, _name=name, **kwargs):
-                    raise AssertionError(f"the kernel {_name} ran while parsing")
-
-                saved.append((module, name, obj))
-                setattr(module, name, ran)
+    modules = [importlib.import_module(f"memgrad._kernels.{info.name}")
+               for info in pkgutil.iter_modules(memgrad._kernels.__path__)]
     try:
+        for module in modules:
+            for name, obj in list(vars(module).items()):
+                if isinstance(obj, CPUDispatcher):
+
+                    def ran(*args, _name=name, **kwargs):
+                        raise AssertionError(f"the kernel {_name} ran while parsing")
+
+                    saved.append((module, name, obj))
+                    setattr(module, name, ran)
         yield
     finally:
         for module, name, obj in saved:
