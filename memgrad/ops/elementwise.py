@@ -99,14 +99,19 @@ def flat_kernel_in_parts(kernel_into, cost: int, *arrays: np.ndarray,
     ops/nn.py). ``cost`` is one element's work in multiply-adds, so that small arrays stay
     on the calling thread. Each element is computed as by one call, so the result does not
     depend on the split. ``out``, a C-contiguous array of the inputs' shape and result
-    dtype (an input itself, for an elementwise kernel in place), receives the result."""
+    dtype (an input itself, for an elementwise kernel in place), receives the result. The
+    kernels of ``memgrad._kernels.jobs.KERNELS`` run their parts as jobs of the hand-off
+    where it is set up (NOTE [ Kernels as jobs ] in ops/parts.py)."""
     shape, flat = _flat(arrays)
     out = np.empty_like(flat[0]) if out is None else out.reshape(-1)
+    macs = out.size * cost
+    if parts.kernel_in_parts(kernel_into, out.size, 1, 1, macs, tuple(flat), out):
+        return out.reshape(shape)  # NOTE [ Kernels as jobs ] in ops/parts.py
 
     def work(lo: int, hi: int) -> None:
         kernel_into(*[a[lo:hi] for a in flat], out[lo:hi])
 
-    parts.in_parts(out.size, out.size * cost, work)
+    parts.in_parts(out.size, macs, work)
     return out.reshape(shape)
 
 

@@ -88,7 +88,9 @@ def _check_float(input: Tensor, api: str) -> None:
 # W2's sizes they are several milliseconds each, long against the hand-off. Parts hold
 # whole rows, whole attention matrices (the causal mask counts rows within a matrix) and
 # whole 64-row chunks of the layer norm weight gradient, whose chunk sums are added in
-# order after, so every result is bitwise that of one kernel call.
+# order after, so every result is bitwise that of one kernel call. Where the hand-off is set
+# up, the GELU, relu and softmax kernels' parts run as compiled jobs without the GIL
+# instead (NOTE [ Kernels as jobs ] in ops/parts.py).
 
 
 def _rows_in_parts(blocks: int, rows_per_block: int, cost: int, work: Any) -> None:
@@ -947,9 +949,13 @@ def _attention_softmax(scores, *, scale, causal):
     out = np.empty(rows.shape, dtype=scores.dtype)
     if rows.size:
         block = scores.shape[-2] if causal else 1  # parts hold whole matrices
-        _rows_in_parts(rows.shape[0] // block, block, rows.size * _SOFTMAX_COST,
-                       lambda lo, hi: scaled_softmax_forward_into(
-                           rows[lo:hi], scale, scores.shape[-2] if causal else 0, out[lo:hi]))
+        n, d = rows.shape
+        mask = block if causal else 0
+        if not parts.kernel_in_parts(scaled_softmax_forward_into, n // block, block, d,
+                                     rows.size * _SOFTMAX_COST, (rows,), out, scale, mask):
+            _rows_in_parts(n // block, block, rows.size * _SOFTMAX_COST,
+                           lambda lo, hi: scaled_softmax_forward_into(rows[lo:hi], scale, mask,
+                                                                      out[lo:hi]))
     return out.reshape(scores.shape)
 
 
@@ -967,7 +973,9 @@ def attention_softmax_backward(g, y, *, scale):
     dtype = np.result_type(g, y)
     gr, yr = (_softmax_rows(np.asarray(a, dtype=dtype)) for a in (g, y))
     out = np.empty(yr.shape, dtype=dtype)
-    if gr.size:
+    if gr.size and not parts.kernel_in_parts(scaled_softmax_backward_into, yr.shape[0], 1,
+                                             yr.shape[1], yr.size * _SOFTMAX_COST, (gr, yr),
+                                             out, scale):
         _rows_in_parts(yr.shape[0], 1, yr.size * _SOFTMAX_COST,
                        lambda lo, hi: scaled_softmax_backward_into(gr[lo:hi], yr[lo:hi], scale,
                                                                    out[lo:hi]))

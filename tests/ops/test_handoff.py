@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import os
 import subprocess
 import sys
@@ -427,3 +428,94 @@ def test_large_products_run_whole_on_openblas_jobs_through_the_helpers(blas_thre
                                rtol=1e-4, atol=1e-4)
     assert not split
     assert blas_threads.helpers[0] >= 1  # OpenBLAS's jobs had the helpers to go to
+
+
+# ---------------------------------------------------------------------------- kernels as jobs
+
+
+def _kernel_case(kernel, dtype):
+    """(inputs, keyword parameters, the one-call result) of a kernel of ``jobs.KERNELS`` on
+    12 causal matrices of 8 x 8 (rows of 8 for the row kernels, 768 elements for the others)."""
+    from memgrad._kernels import activation, softmax
+
+    rng = np.random.default_rng(7)
+    x = (3 * rng.standard_normal((96, 8))).astype(dtype)
+    x[0, :4] = [np.nan, -0.0, np.inf, -np.inf]
+    g = rng.standard_normal((96, 8)).astype(dtype)
+    if kernel is softmax.scaled_softmax_forward_into:
+        return (x,), {"scale": 0.5, "causal": 8}, softmax.scaled_softmax_forward(x, 0.5, 8)
+    if kernel is softmax.scaled_softmax_backward_into:
+        y = softmax.scaled_softmax_forward(x, 0.5, 8)
+        return (g, y), {"scale": 0.5}, softmax.scaled_softmax_backward(g, y, 0.5)
+    one = {activation.relu_into: activation.relu, activation.gelu_into: activation.gelu,
+           activation.gelu_tanh_into: activation.gelu_tanh, activation.exp_into: activation.exp,
+           activation.relu_backward_into: activation.relu_backward,
+           activation.gelu_backward_into: activation.gelu_backward,
+           activation.gelu_tanh_backward_into: activation.gelu_tanh_backward}[kernel]
+    inputs = (x.reshape(-1),) if kernel in _jobs_kernels()[:4] else (g.reshape(-1), x.reshape(-1))
+    return inputs, {}, one(*inputs)
+
+
+def _jobs_kernels():
+    from memgrad._kernels import jobs
+
+    return jobs.KERNELS
+
+
+def test_kernels_as_jobs_equal_one_call_whatever_the_split(blas_threads):
+    from memgrad._kernels import jobs
+
+    for index, dtype in itertools.product(range(len(jobs.KERNELS)), (np.float32, np.float64)):
+        _check_kernel_job(blas_threads, index, dtype)
+
+
+def _check_kernel_job(blas_threads, index, dtype):
+    """Kernel ``index`` of ``jobs.KERNELS`` as jobs in one, two and three parts."""
+    from memgrad._kernels import jobs
+
+    kernel = jobs.KERNELS[index]
+    inputs, params, want = _kernel_case(kernel, dtype)
+    rows = inputs[0].shape[0] if inputs[0].ndim == 2 else inputs[0].size
+    cols = inputs[0].shape[1] if inputs[0].ndim == 2 else 1
+    block = params.get("causal", 0) or 1
+    for k in (1, 2, 3):  # three parts: one more than there are helpers and callers
+        out = np.full_like(want, 7)
+        ends = [rows // block * i // k * block for i in range(k + 1)]
+        words = jobs.kernel_parts(index, int(dtype == np.float64), cols, inputs[0].ctypes.data,
+                                  inputs[-1].ctypes.data, out.ctypes.data,
+                                  params.get("scale", 0.0), params.get("causal", 0), ends)
+        blas_threads.call(0, jobs.KERNEL_JOB, k, words.strides[0], words.ctypes.data, 0)
+        np.testing.assert_array_equal(out, want)
+        assert len(set(words[:, jobs.W_THREAD].tolist())) == k and 0 not in words[:, -1]
+
+
+def test_kernels_in_parts_decline_what_the_job_cannot_take(blas_threads, monkeypatch):
+    from memgrad._kernels import activation
+
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    rng = np.random.default_rng(8)
+    g, y = rng.standard_normal((2, 64)), rng.standard_normal(64)
+    out = np.full(64, 7.0)
+    run = parts_mod.kernel_in_parts
+    relu_b = activation.relu_backward_into
+    big = 1 << 62
+    assert not run(relu_b, 64, 1, 1, -1, (g[0], y), out)  # too small
+    assert not run(relu_b, 64, 1, 1, big, (g[0], y), out[:32])  # sizes differ
+    assert not run(relu_b, 32, 1, 1, big, (g[:, ::2][0], y[::2]), out[::2])  # strided
+    assert not run(relu_b, 64, 1, 1, big, (g[0].astype(np.float32), y), out)  # mixed dtypes
+    assert not run(relu_b, 64, 1, 1, big, (g[0].astype(np.float16), y.astype(np.float16)),
+                   out.astype(np.float16))
+    buf = np.concatenate([g[0], g[1]])
+    assert not run(relu_b, 64, 1, 1, big, (buf[:64], y), buf[8:72])  # out overlaps an input
+    assert not run(activation.relu, 64, 1, 1, big, (y,), out)  # not a job's kernel
+    frozen = out.copy()
+    frozen.flags.writeable = False
+    assert not run(relu_b, 64, 1, 1, big, (g[0], y), frozen)
+    with _blas(1):
+        assert not run(relu_b, 64, 1, 1, big, (g[0], y), out)  # one BLAS thread
+    assert np.all(out == 7.0)
+    assert run(relu_b, 64, 1, 1, big, (g[0], y), out)
+    np.testing.assert_array_equal(out, g[0] * (y > 0))
+    before = y.copy()
+    assert run(activation.relu_into, 64, 1, 1, big, (y,), y)  # in place
+    np.testing.assert_array_equal(y, np.maximum(before, 0))

@@ -41,6 +41,52 @@ def two_threads(monkeypatch):
     stop_helpers()
 
 
+class _KernelParts:
+    """What ``kernel_parts`` yields: ``check()`` asserts that the ops since ran in parts on
+    two threads, as Python parts or as jobs (NOTE [ Kernels as jobs ])."""
+
+    def __init__(self, calls: list, words: list) -> None:
+        self.calls, self.words = calls, words
+
+    def check(self) -> None:
+        helpers = {name for name, _ in self.calls if name.startswith("memgrad-parts")}
+        threads = [set(w[:, -1].tolist()) for w in self.words]
+        assert helpers or any(len(t) == 2 for t in threads), "no part ran on a helper thread"
+
+
+@pytest.fixture(params=["python", "jobs"])
+def kernel_parts(request, monkeypatch):
+    """An element-wise or row kernel in two parts: Python parts on helper threads (with a
+    stand-in BLAS thread count, without the hand-off), or jobs of the hand-off on NumPy's
+    OpenBLAS at two threads (NOTE [ Kernels as jobs ])."""
+    calls, words = [], []
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    if request.param == "python":
+        monkeypatch.setattr(parts_mod.Parts, "helpers", None)
+        monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
+        monkeypatch.setattr(parts_mod.Parts, "handoff", None)
+        yield _KernelParts(calls, words)
+        stop_helpers()
+        return
+    if parts_mod._handoff() is None:  # pragma: no cover - another platform, or no OpenBLAS
+        pytest.skip("kernels as jobs need the hand-off")
+    from memgrad._kernels import jobs
+
+    make = jobs.kernel_parts
+
+    def spy(*args):
+        words.append(make(*args))
+        return words[-1]
+
+    monkeypatch.setattr(jobs, "kernel_parts", spy)
+    set_local = parts_mod._set_local()
+    before = set_local(2)  # (the helpers of before, or new ones kept as an op would keep them)
+    try:
+        yield _KernelParts(calls, words)
+    finally:
+        set_local(before)
+
+
 @pytest.fixture
 def row_parts(two_threads, monkeypatch):
     """``two_threads`` without the hand-off: large products then run in parts of their rows
@@ -224,7 +270,7 @@ def test_strided_heads_in_parts_of_the_first_batch_dimension(two_threads):
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_kernels_in_parts_equal_one_call(two_threads, approximate):
+def test_gelu_kernels_in_parts_equal_one_call(kernel_parts, approximate):
     from memgrad._kernels import activation
 
     rng = np.random.default_rng(4)
@@ -238,8 +284,7 @@ def test_gelu_kernels_in_parts_equal_one_call(two_threads, approximate):
         g.astype(np.float32).reshape(-1), x.reshape(-1))
     np.testing.assert_array_equal(y.numpy().reshape(-1), fwd)
     np.testing.assert_array_equal(t.grad.numpy().reshape(-1), bwd)
-    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
-    assert helpers, "no part ran on a helper thread"
+    kernel_parts.check()
 
 
 def test_layer_norm_in_parts_equals_one_kernel_call(two_threads):
@@ -268,7 +313,7 @@ def test_layer_norm_in_parts_equals_one_kernel_call(two_threads):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_softmax_in_parts_of_whole_matrices(two_threads, causal):
+def test_attention_softmax_in_parts_of_whole_matrices(kernel_parts, causal):
     from memgrad._kernels import softmax
     from memgrad.ops.nn import _attention_softmax
 
@@ -282,8 +327,7 @@ def test_attention_softmax_in_parts_of_whole_matrices(two_threads, causal):
     np.testing.assert_array_equal(y.numpy().reshape(30, 5), want)
     np.testing.assert_array_equal(st.grad.numpy().reshape(30, 5),
                                   softmax.scaled_softmax_backward(g.reshape(30, 5), want, 0.5))
-    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
-    assert helpers, "no part ran on a helper thread"
+    kernel_parts.check()
 
 
 @pytest.mark.parametrize("form", ["abT", "ab", "aTb"])
@@ -318,7 +362,7 @@ def test_the_gradient_of_a_transposed_right_operand_comes_in_its_own_layout():
     np.testing.assert_allclose(y.grad.numpy(), g[0, 0, :3, :3].T @ a[0, 0], rtol=1e-13)
 
 
-def test_relu_backward_in_parts_equals_one_kernel_call(two_threads):
+def test_relu_backward_in_parts_equals_one_kernel_call(kernel_parts):
     from memgrad._kernels import activation
 
     rng = np.random.default_rng(8)
@@ -329,11 +373,10 @@ def test_relu_backward_in_parts_equals_one_kernel_call(two_threads):
     np.testing.assert_array_equal(t.grad.numpy(), g * (x > 0))
     want = activation.relu_backward(g.reshape(-1), np.maximum(x, 0).reshape(-1))
     np.testing.assert_array_equal(t.grad.numpy().reshape(-1), want)
-    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
-    assert helpers, "no part ran on a helper thread"
+    kernel_parts.check()
 
 
-def test_relu_and_relu_in_place_in_parts_equal_numpys_maximum(two_threads, monkeypatch):
+def test_relu_and_relu_in_place_in_parts_equal_numpys_maximum(kernel_parts, monkeypatch):
     monkeypatch.setattr(mg.ops.elementwise, "_KERNEL_MIN", 0)
     rng = np.random.default_rng(9)
     x = rng.standard_normal((7, 5))
@@ -344,8 +387,7 @@ def test_relu_and_relu_in_place_in_parts_equal_numpys_maximum(two_threads, monke
             assert got.dtype == a.dtype
             np.testing.assert_array_equal(got, want)
             np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
-    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
-    assert helpers, "no part ran on a helper thread"
+    kernel_parts.check()
     view = mg.tensor(x.copy())[:, 1:4]  # relu_ on a strided view: NumPy's maximum in place
     view.relu_()
     np.testing.assert_array_equal(view.numpy(), np.maximum(x[:, 1:4], 0))
@@ -368,15 +410,14 @@ def test_where_in_parts_equals_numpys_where(two_threads, monkeypatch):
     assert helpers, "no part ran on a helper thread"
 
 
-def test_float32_exp_in_parts_equals_one_kernel_call(two_threads, monkeypatch):
+def test_float32_exp_in_parts_equals_one_kernel_call(kernel_parts, monkeypatch):
     from memgrad._kernels import activation
 
     monkeypatch.setattr(mg.ops.elementwise, "_KERNEL_MIN", 0)
     x = (4 * np.random.default_rng(12).standard_normal((9, 7))).astype(np.float32)
     np.testing.assert_array_equal(mg.tensor(x).exp().numpy(),
                                   activation.exp(x.reshape(-1)).reshape(x.shape))
-    helpers = {name for name, _ in two_threads if name.startswith("memgrad-parts")}
-    assert helpers, "no part ran on a helper thread"
+    kernel_parts.check()
 
 # ---------------------------------------------------------------------------- row parts
 

@@ -1,0 +1,129 @@
+"""The element-wise and row kernels of an op in parts as jobs of the hand-off (NOTE [ Kernels
+as jobs ] in memgrad/ops/parts.py): one compiled job, ``KERNEL_JOB``, runs the part of one
+kernel call that a row of ``JOB_WORDS`` int64 words describes, without the GIL, on the
+calling thread and on the helpers at once (through ``handoff.blas_callback``, as
+``handoff.PRODUCTS_JOB``).
+
+A row's words: the kernel (an index into ``KERNELS``), whether the arrays are float64 (else
+float32), the part's rows ``[lo, hi)``, the elements in a row (1 for an element-wise
+kernel, whose rows are its elements), the addresses of the two inputs and the output (each
+C-contiguous, its row 0 at that address; a kernel of one input reads only the first), the
+scale of the softmax kernels (a float64, its bits), the causal block of the softmax forward
+(0 for none) and, last, the id of the thread that ran the part. The job checks nothing: its
+caller checks the arrays before it writes their addresses. Each part is one call of the
+kernel on its rows, so a result does not depend on the split where the kernel's rows (or
+elements) are independent, as they are for every kernel here.
+
+Nothing here imports memgrad. The job needs numba's compiler (with ``NUMBA_DISABLE_JIT=1``
+memgrad runs the kernels as Python parts).
+"""
+
+import numpy as np
+from numba import carray, cfunc, njit, types
+from numba.extending import intrinsic
+
+from memgrad._kernels.activation import (
+    exp_into,
+    gelu_backward_into,
+    gelu_into,
+    gelu_tanh_backward_into,
+    gelu_tanh_into,
+    relu_backward_into,
+    relu_into,
+)
+from memgrad._kernels.handoff import _thread_self
+from memgrad._kernels.softmax import scaled_softmax_backward_into, scaled_softmax_forward_into
+
+__all__ = ["KERNELS", "JOB_WORDS", "W_KERNEL", "W_DOUBLE", "W_LO", "W_HI", "W_COLS", "W_A",
+           "W_B", "W_C", "W_SCALE", "W_CAUSAL", "W_THREAD", "KERNEL_JOB", "kernel_parts"]
+
+# the kernels a job runs, by index (the kernels of two inputs after those of one)
+KERNELS = (relu_into, gelu_into, gelu_tanh_into, exp_into, relu_backward_into,
+           gelu_backward_into, gelu_tanh_backward_into, scaled_softmax_forward_into,
+           scaled_softmax_backward_into)
+(_RELU, _GELU, _GELU_TANH, _EXP, _RELU_BACKWARD, _GELU_BACKWARD, _GELU_TANH_BACKWARD,
+ _SOFTMAX, _SOFTMAX_BACKWARD) = range(len(KERNELS))
+
+(W_KERNEL, W_DOUBLE, W_LO, W_HI, W_COLS, W_A, W_B, W_C, W_SCALE, W_CAUSAL,
+ W_THREAD) = range(11)
+JOB_WORDS = 11
+
+
+def _pointer_to(dtype):
+    @intrinsic
+    def at(typingctx, addr):
+        def codegen(context, builder, sig, args):
+            return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
+
+        return types.CPointer(dtype)(types.int64), codegen
+
+    return at
+
+
+_f32_at = _pointer_to(types.float32)
+_f64_at = _pointer_to(types.float64)
+
+
+@njit(nogil=True, cache=True)
+def _run(kernel, rows, cols, a, b, c, scale, causal):
+    """Kernel ``kernel`` on flat arrays a, b (inputs) and c (output) of ``rows`` rows of
+    ``cols`` elements."""
+    if kernel == _RELU:
+        relu_into(a, c)
+    elif kernel == _GELU:
+        gelu_into(a, c)
+    elif kernel == _GELU_TANH:
+        gelu_tanh_into(a, c)
+    elif kernel == _EXP:
+        exp_into(a, c)
+    elif kernel == _RELU_BACKWARD:
+        relu_backward_into(a, b, c)
+    elif kernel == _GELU_BACKWARD:
+        gelu_backward_into(a, b, c)
+    elif kernel == _GELU_TANH_BACKWARD:
+        gelu_tanh_backward_into(a, b, c)
+    elif kernel == _SOFTMAX:
+        scaled_softmax_forward_into(a.reshape((rows, cols)), scale, causal,
+                                    c.reshape((rows, cols)))
+    elif kernel == _SOFTMAX_BACKWARD:
+        scaled_softmax_backward_into(a.reshape((rows, cols)), b.reshape((rows, cols)), scale,
+                                     c.reshape((rows, cols)))
+
+
+@cfunc(types.void(types.int32, types.voidptr, types.int32), cache=True)
+def _kernel_job(index, data, arg):
+    w = carray(data, JOB_WORDS, np.int64)
+    w[W_THREAD] = _thread_self()
+    scale = carray(data, JOB_WORDS, np.float64)[W_SCALE]
+    lo, hi, cols = w[W_LO], w[W_HI], w[W_COLS]
+    n = (hi - lo) * cols
+    if n <= 0:
+        return
+    if w[W_DOUBLE]:
+        skip = lo * cols * 8
+        _run(w[W_KERNEL], hi - lo, cols, carray(_f64_at(w[W_A] + skip), n),
+             carray(_f64_at(w[W_B] + skip), n), carray(_f64_at(w[W_C] + skip), n), scale,
+             w[W_CAUSAL])
+    else:
+        skip = lo * cols * 4
+        _run(w[W_KERNEL], hi - lo, cols, carray(_f32_at(w[W_A] + skip), n),
+             carray(_f32_at(w[W_B] + skip), n), carray(_f32_at(w[W_C] + skip), n), scale,
+             w[W_CAUSAL])
+
+
+KERNEL_JOB = _kernel_job.address
+
+
+def kernel_parts(kernel, double, cols, a, b, c, scale, causal, ends):
+    """The rows of words of ``KERNEL_JOB`` for kernel index ``kernel`` on arrays at addresses
+    ``a``, ``b``, ``c``, one part per pair of consecutive row bounds in ``ends``."""
+    words = np.zeros((len(ends) - 1, JOB_WORDS), np.int64)
+    words[:, W_KERNEL] = kernel
+    words[:, W_DOUBLE] = double
+    words[:, W_LO] = ends[:-1]
+    words[:, W_HI] = ends[1:]
+    words[:, W_COLS] = cols
+    words[:, W_A], words[:, W_B], words[:, W_C] = a, b, c
+    words.view(np.float64)[:, W_SCALE] = scale
+    words[:, W_CAUSAL] = causal
+    return words
