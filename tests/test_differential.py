@@ -9,10 +9,11 @@ masks. Each instruction applies one op to earlier registers: broadcasting arithm
 advanced indexing with an index tensor or a mask, reductions with ``dim``/``keepdim``
 (``sum``, ``mean``, ``amax``/``amin``, ``max(dim).values``, ``var``/``std``,
 ``logsumexp``), batched ``@``, ``softmax``/``log_softmax``, ``F.layer_norm``,
-``F.cross_entropy`` with an int target, ``cat``/``stack``; and, in the in-place programs,
-``add_``/``mul_``/``fill_``/``t[index] = v`` on non-leaf registers, zeros buffers filled
-row by row with values that require grad (sometimes with a view of the buffer taken before
-the writes and read by the loss) and in-place changes to index and mask tensors. Random
+``F.cross_entropy`` with an int target, ``F.mse_loss``, ``cat``/``stack``; and, in the
+in-place programs, ``add_``/``mul_``/``fill_``/``t[index] = v`` on non-leaf registers,
+zeros buffers filled row by row with values that require grad (sometimes with a view of
+the buffer taken before the writes and read by the loss) and in-place changes to index and
+mask tensors. Random
 contiguous instruction ranges run as ``memgrad.checkpoint.checkpoint`` regions (reentrant,
 or non-reentrant with a random ``policy=``) that take some registers as arguments and read
 others by closure. The loss is ``sum((out * w).sum())`` over a few registers, with fixed

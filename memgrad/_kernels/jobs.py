@@ -8,11 +8,11 @@ A row's words: the kernel (an index into ``KERNELS``), whether the arrays are fl
 float32), the part's rows ``[lo, hi)``, the elements in a row (1 for an element-wise
 kernel, whose rows are its elements), the addresses of the two inputs and the output (each
 C-contiguous, its row 0 at that address; a kernel of one input reads only the first), the
-scale of the softmax kernels (a float64, its bits), the causal block of the softmax forward
-(0 for none) and, last, the id of the thread that ran the part. The job checks nothing: its
-caller checks the arrays before it writes their addresses. Each part is one call of the
-kernel on its rows, so a result does not depend on the split where the kernel's rows (or
-elements) are independent, as they are for every kernel here.
+scale of the softmax and squared error kernels (a float64, its bits), the causal block of
+the softmax forward (0 for none) and, last, the id of the thread that ran the part. The
+job checks nothing: its caller checks the arrays before it writes their addresses. Each
+part is one call of the kernel on its rows, so a result does not depend on the split where
+the kernel's rows (or elements) are independent, as they are for every kernel here.
 
 Nothing here imports memgrad. The job needs numba's compiler (with ``NUMBA_DISABLE_JIT=1``
 memgrad runs the kernels as Python parts).
@@ -32,6 +32,7 @@ from memgrad._kernels.activation import (
     relu_into,
 )
 from memgrad._kernels.handoff import _thread_self
+from memgrad._kernels.loss import squared_error_grad_into
 from memgrad._kernels.softmax import scaled_softmax_backward_into, scaled_softmax_forward_into
 
 __all__ = ["KERNELS", "JOB_WORDS", "W_KERNEL", "W_DOUBLE", "W_LO", "W_HI", "W_COLS", "W_A",
@@ -39,10 +40,10 @@ __all__ = ["KERNELS", "JOB_WORDS", "W_KERNEL", "W_DOUBLE", "W_LO", "W_HI", "W_CO
 
 # the kernels a job runs, by index (the kernels of two inputs after those of one)
 KERNELS = (relu_into, gelu_into, gelu_tanh_into, exp_into, relu_backward_into,
-           gelu_backward_into, gelu_tanh_backward_into, scaled_softmax_forward_into,
-           scaled_softmax_backward_into)
+           gelu_backward_into, gelu_tanh_backward_into, squared_error_grad_into,
+           scaled_softmax_forward_into, scaled_softmax_backward_into)
 (_RELU, _GELU, _GELU_TANH, _EXP, _RELU_BACKWARD, _GELU_BACKWARD, _GELU_TANH_BACKWARD,
- _SOFTMAX, _SOFTMAX_BACKWARD) = range(len(KERNELS))
+ _SQUARED_ERROR_GRAD, _SOFTMAX, _SOFTMAX_BACKWARD) = range(len(KERNELS))
 
 (W_KERNEL, W_DOUBLE, W_LO, W_HI, W_COLS, W_A, W_B, W_C, W_SCALE, W_CAUSAL,
  W_THREAD) = range(11)
@@ -82,6 +83,8 @@ def _run(kernel, rows, cols, a, b, c, scale, causal):
         gelu_backward_into(a, b, c)
     elif kernel == _GELU_TANH_BACKWARD:
         gelu_tanh_backward_into(a, b, c)
+    elif kernel == _SQUARED_ERROR_GRAD:
+        squared_error_grad_into(a, b, scale, c)
     elif kernel == _SOFTMAX:
         scaled_softmax_forward_into(a.reshape((rows, cols)), scale, causal,
                                     c.reshape((rows, cols)))

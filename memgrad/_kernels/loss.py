@@ -14,6 +14,12 @@ other), and an ignored row loses 0. The backward is linear in the loss gradient 
 Both kernels check every target before they touch memory: a target outside ``[0, C)`` that
 is not ``ignore_index`` raises IndexError (callers check first, with a message that names the
 op and the value). ``*_reference`` are the NumPy formulations.
+
+The squared error of ``mse_loss``: ``squared_error_sum`` is ``sum((x - t) ** 2)`` over flat
+arrays of one shape in one pass, each difference rounded to the inputs' dtype (as ``x - t``
+is) and squared and summed in float64; ``squared_error_grad_into`` writes its gradient
+``2 * (scale * (x - t))`` in the inputs' dtype, the arithmetic of the gradient of a mean or
+sum of ``d * d`` (``scale`` the loss gradient, divided by the element count for a mean).
 """
 
 import numpy as np
@@ -26,6 +32,10 @@ __all__ = [
     "nll_backward",
     "nll_forward_reference",
     "nll_backward_reference",
+    "squared_error_sum",
+    "squared_error_grad_into",
+    "squared_error_sum_reference",
+    "squared_error_grad_reference",
 ]
 
 
@@ -71,6 +81,45 @@ def nll_backward(g, target, classes, ignore_index, label_smoothing):
                 out[i, j] = -gi * off
         out[i, t] -= gi * (1.0 - label_smoothing)
     return out
+
+
+@njit(cache=True, nogil=True)
+def _check_same_shape(a, b):
+    if a.shape != b.shape:
+        raise ValueError("squared error kernel: the arrays must have one shape")
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+def squared_error_sum(x, t):
+    """The float64 sum of ``(x - t) ** 2`` over flat arrays of one shape."""
+    _check_same_shape(x, t)
+    s = 0.0
+    for i in range(x.shape[0]):
+        d = np.float64(x[i] - t[i])
+        s += d * d
+    return s
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def squared_error_grad_into(x, t, scale, out):
+    """``out = 2 * (scale * (x - t))`` elementwise in the inputs' dtype, over flat arrays."""
+    _check_same_shape(x, t)
+    _check_same_shape(x, out)
+    sc = x.dtype.type(scale)
+    two = x.dtype.type(2.0)
+    for i in range(x.shape[0]):
+        out[i] = two * (sc * (x[i] - t[i]))
+
+
+def squared_error_sum_reference(x, t):
+    """NumPy formulation of ``squared_error_sum``."""
+    d = (x - t).astype(np.float64)
+    return float(np.sum(d * d))
+
+
+def squared_error_grad_reference(x, t, scale):
+    """NumPy formulation of ``squared_error_grad_into``'s result."""
+    return 2 * (x.dtype.type(scale) * (x - t))
 
 
 def nll_forward_reference(logp, target, ignore_index, label_smoothing):

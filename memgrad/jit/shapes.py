@@ -759,6 +759,25 @@ def _erf(args: list, params: dict, max_elements: int) -> tuple:
     return x.shape, x.dtype if x.dtype.kind == "f" else np.dtype(np.float32)
 
 
+def _squared_error_sum(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("input", "target"))
+    _keys(params, ())
+    x, t, dtype = _float_pair(args, ("input", "target"))
+    if x.dtype != t.dtype:
+        raise ValueError(f"input and target must have one dtype, got {x.dtype.name} and "
+                         f"{t.dtype.name}")
+    return (), dtype
+
+
+def _squared_error_grad(args: list, params: dict, max_elements: int) -> tuple:
+    _arity(args, ("g", "input", "target"))
+    _keys(params, ())
+    g = _tensor(args, 0, "g", ndim=0)
+    _floating(g, "g")
+    x, _, dtype = _float_pair(args[1:], ("input", "target"))
+    return x.shape, dtype
+
+
 _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "matmul": _matmul,
     "linear": _linear,
@@ -788,6 +807,8 @@ _RULES: dict[str, Callable[[list, dict, int], tuple | None]] = {
     "self_attention_backward": _self_attention_backward,
     "nll_loss": _nll_loss,
     "nll_loss_backward": _nll_loss_backward,
+    "squared_error_sum": _squared_error_sum,
+    "squared_error_grad": _squared_error_grad,
     "gather_backward": _gather_backward,
     "gelu": _gelu,
     "gelu_backward": _gelu_backward,

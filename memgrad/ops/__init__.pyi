@@ -180,6 +180,8 @@ sigmoid_backward: Primitive
 silu: Primitive
 softmax_backward: Primitive
 softplus: Primitive
+squared_error_grad: Primitive
+squared_error_sum: Primitive
 std_from_var: Primitive
 sum_to: Primitive
 tanh_backward: Primitive

@@ -92,7 +92,7 @@ def _flat(arrays: tuple[np.ndarray, ...]) -> tuple[tuple[int, ...], list[np.ndar
 
 
 def flat_kernel_in_parts(kernel_into, cost: int, *arrays: np.ndarray,
-                         out: np.ndarray | None = None) -> np.ndarray:
+                         out: np.ndarray | None = None, scale: float | None = None) -> np.ndarray:
     """``flat_kernel`` for a kernel that writes into its last argument (flat arrays in, a
     flat ``out``): the elements are split into contiguous parts, one per BLAS thread, and
     the kernels (which release the GIL) run on them at once (NOTE [ Row parts ] in
@@ -101,15 +101,18 @@ def flat_kernel_in_parts(kernel_into, cost: int, *arrays: np.ndarray,
     depend on the split. ``out``, a C-contiguous array of the inputs' shape and result
     dtype (an input itself, for an elementwise kernel in place), receives the result. The
     kernels of ``memgrad._kernels.jobs.KERNELS`` run their parts as jobs of the hand-off
-    where it is set up (NOTE [ Kernels as jobs ] in ops/parts.py)."""
+    where it is set up (NOTE [ Kernels as jobs ] in ops/parts.py). A kernel with a
+    ``scale`` parameter (before ``out``) gets ``scale``."""
     shape, flat = _flat(arrays)
     out = np.empty_like(flat[0]) if out is None else out.reshape(-1)
     macs = out.size * cost
-    if parts.kernel_in_parts(kernel_into, out.size, 1, 1, macs, tuple(flat), out):
+    if parts.kernel_in_parts(kernel_into, out.size, 1, 1, macs, tuple(flat), out,
+                             0.0 if scale is None else scale):
         return out.reshape(shape)  # NOTE [ Kernels as jobs ] in ops/parts.py
+    params = () if scale is None else (scale,)
 
     def work(lo: int, hi: int) -> None:
-        kernel_into(*[a[lo:hi] for a in flat], out[lo:hi])
+        kernel_into(*[a[lo:hi] for a in flat], *params, out[lo:hi])
 
     parts.in_parts(out.size, macs, work)
     return out.reshape(shape)

@@ -64,3 +64,29 @@ def test_out_of_range_targets_raise_before_touching_memory(bad):
         L.nll_forward(logp, t, -100, 0.0)
     with pytest.raises(IndexError, match="out of range"):
         L.nll_backward(np.ones(2), t, 3, -100, 0.1)
+
+
+@SETTINGS
+@given(st.integers(0, 3000), st.sampled_from([np.float32, np.float64]),
+       st.sampled_from([0.1, 3.0, 1e3]), st.floats(-4.0, 4.0))
+def test_squared_error_kernels_match_reference(n, dtype, spread, scale):
+    rng = np.random.default_rng(n)
+    x, t = (spread * rng.standard_normal(n)).astype(dtype), rng.standard_normal(n).astype(dtype)
+    got = L.squared_error_sum(x, t)
+    want = L.squared_error_sum_reference(x, t)
+    assert got == pytest.approx(want, rel=1e-12, abs=0)
+    # the sum of the exact squares of the rounded differences, not of float32 squares
+    assert want == pytest.approx(float(np.sum((x - t).astype(np.float64) ** 2)), rel=1e-13)
+    out = np.empty_like(x)
+    L.squared_error_grad_into(x, t, scale, out)
+    np.testing.assert_array_equal(out, L.squared_error_grad_reference(x, t, scale))
+    np.testing.assert_allclose(out, 2 * scale * (x.astype(np.float64) - t), rtol=2e-6 if
+                               dtype == np.float32 else 1e-14, atol=1e-30)
+
+
+def test_squared_error_kernels_refuse_arrays_of_other_shapes():
+    x = np.ones(4)
+    with pytest.raises(ValueError, match="one shape"):
+        L.squared_error_sum(x, np.ones(3))
+    with pytest.raises(ValueError, match="one shape"):
+        L.squared_error_grad_into(x, x, 1.0, np.empty(3))

@@ -869,6 +869,13 @@ case("embedding", "2d-indices", inputs(normal(6, 3)),
 case("embedding", "public", inputs(normal(6, 3)), lambda w: F.embedding(mg.tensor([5, 5, 0]), w),
      lambda w: w[[5, 5, 0]])
 
+case("squared_error_sum", "3d", inputs(normal(2, 3, 4), normal(2, 3, 4)),
+     lambda x, t: P("squared_error_sum")(x, t), lambda x, t: ((x - t) ** 2).sum())
+case("squared_error_sum", "mse-mean", inputs(normal(3, 5), normal(3, 5)),
+     lambda x, t: F.mse_loss(x, t), lambda x, t: ((x - t) ** 2).mean())
+case("squared_error_grad", "3d", inputs(normal(), normal(2, 3, 4), normal(2, 3, 4)),
+     lambda g, x, t: P("squared_error_grad")(g, x, t), lambda g, x, t: 2 * g * (x - t))
+
 case("nll_loss", "ignore-smoothing", inputs(normal(5, 4)),
      lambda x: P("nll_loss")(x, mg.tensor(_TARGET), ignore_index=-100, label_smoothing=0.1),
      lambda x: _np_nll(x, _TARGET, 0.1))

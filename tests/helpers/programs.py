@@ -375,6 +375,11 @@ def _np_cross_entropy(a, t, reduction):
     return np.asarray(losses.sum() if reduction == "sum" else losses.mean())
 
 
+def _np_mse(a, b, reduction):
+    d = np.asarray((a - b) ** 2)
+    return d if reduction == "none" else np.asarray(d.sum() if reduction == "sum" else d.mean())
+
+
 def _split_args(args, p):
     """(tensor args, optional weight, optional bias) for layer_norm."""
     it = iter(args[1:])
@@ -727,6 +732,9 @@ OPS: dict[str, OpSpec] = {
         lambda a, p: _np_cross_entropy(a[0], a[1], p["reduction"]),
         lambda a, p: F.cross_entropy(a[0], a[1], reduction=p["reduction"]),
         lambda n, p: f"F.cross_entropy({n[0]}, {n[1]}, reduction={p['reduction']!r})"),
+    "mse_loss": OpSpec(lambda a, p: _np_mse(a[0], a[1], p["reduction"]),
+                       lambda a, p: F.mse_loss(a[0], a[1], reduction=p["reduction"]),
+                       lambda n, p: f"F.mse_loss({n[0]}, {n[1]}, reduction={p['reduction']!r})"),
     "cat": OpSpec(lambda a, p: np.concatenate(a, axis=p["dim"]),
                   lambda a, p: mg.cat(list(a), dim=p["dim"]),
                   lambda n, p: f"mg.cat([{', '.join(n)}], dim={p['dim']})"),
@@ -1547,6 +1555,16 @@ def _mk_cross_entropy(g: _Gen) -> bool:
     return True
 
 
+def _mk_mse_loss(g: _Gen) -> bool:
+    a = g.pick(pred=lambda r: int(np.prod(g.shape(r), dtype=np.int64)) >= 1)
+    if a is None:
+        return False
+    s = g.shape(a)
+    b = g.partner(s, lambda r: g.shape(r) == s and r != a)
+    g.emit("mse_loss", (a, b), {"reduction": g.choose(["mean", "sum", "none"])})
+    return True
+
+
 def _mk_cat(g: _Gen) -> bool:
     a = g.pick(pred=lambda r: g.np[r].ndim >= 1)
     if a is None:
@@ -1772,7 +1790,8 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
      ("unsqueeze", _mk_unsqueeze), ("squeeze", _mk_squeeze), ("expand", _mk_expand),
      ("getitem", _mk_getitem), ("narrow", _mk_narrow("narrow")),
      ("unbind", _mk_narrow("unbind"))],
-    [("index", _mk_index), ("mask", _mk_mask), ("cross_entropy", _mk_cross_entropy)],
+    [("index", _mk_index), ("mask", _mk_mask), ("cross_entropy", _mk_cross_entropy),
+     ("mse_loss", _mk_mse_loss)],
     [("sum", _mk_reduce("sum")), ("mean", _mk_reduce("mean")), ("amax", _mk_reduce("amax")),
      ("amin", _mk_reduce("amin")), ("max_dim", _mk_reduce("max_dim")),
      ("min_dim", _mk_reduce("min_dim")), ("var", _mk_reduce("var")),

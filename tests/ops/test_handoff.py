@@ -436,7 +436,7 @@ def test_large_products_run_whole_on_openblas_jobs_through_the_helpers(blas_thre
 def _kernel_case(kernel, dtype):
     """(inputs, keyword parameters, the one-call result) of a kernel of ``jobs.KERNELS`` on
     12 causal matrices of 8 x 8 (rows of 8 for the row kernels, 768 elements for the others)."""
-    from memgrad._kernels import activation, softmax
+    from memgrad._kernels import activation, loss, softmax
 
     rng = np.random.default_rng(7)
     x = (3 * rng.standard_normal((96, 8))).astype(dtype)
@@ -447,6 +447,9 @@ def _kernel_case(kernel, dtype):
     if kernel is softmax.scaled_softmax_backward_into:
         y = softmax.scaled_softmax_forward(x, 0.5, 8)
         return (g, y), {"scale": 0.5}, softmax.scaled_softmax_backward(g, y, 0.5)
+    if kernel is loss.squared_error_grad_into:
+        inputs = (x.reshape(-1), g.reshape(-1))
+        return inputs, {"scale": 0.75}, loss.squared_error_grad_reference(*inputs, 0.75)
     one = {activation.relu_into: activation.relu, activation.gelu_into: activation.gelu,
            activation.gelu_tanh_into: activation.gelu_tanh, activation.exp_into: activation.exp,
            activation.relu_backward_into: activation.relu_backward,

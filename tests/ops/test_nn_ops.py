@@ -426,8 +426,42 @@ def test_mse_loss_reductions_and_gradients():
     np.testing.assert_allclose(F.mse_loss(T(a), T(b), reduction="sum").item(), ((a - b) ** 2).sum())
     np.testing.assert_allclose(F.mse_loss(T(a), T(b), reduction="none").numpy(), (a - b) ** 2)
     check(F.mse_loss, leaf(3, 4), leaf(3, 4, seed=1))
+    check(lambda x, y: F.mse_loss(x, y, reduction="sum"), leaf(3, 4), leaf(3, 4, seed=1))
     with pytest.warns(UserWarning, match="differs from input"):
         F.mse_loss(T(a), T(b[0]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_mse_loss_in_two_ops_equals_the_composite(dtype, reduction):
+    # NOTE [ Squared error ]: one op each way; the sum of the squares in float64, the
+    # gradient the composite's arithmetic bit for bit
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal((5, 6, 7)).astype(dtype) for _ in range(2))
+    x, y = T(a, True), T(b, True)
+    loss = F.mse_loss(x, y, reduction=reduction)
+    assert loss.grad_fn.name() in ("SquaredErrorSumBackward", "DivBackward")
+    exact = np.sum((a - b).astype(np.float64) ** 2) / (a.size if reduction == "mean" else 1)
+    assert loss.dtype == dtype
+    np.testing.assert_allclose(loss.item(), exact, rtol=1e-6 if dtype == np.float32 else 1e-13)
+    loss.backward()
+    xc, yc = T(a, True), T(b, True)
+    d = xc - yc
+    ((d * d).mean() if reduction == "mean" else (d * d).sum()).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), xc.grad.numpy())
+    np.testing.assert_array_equal(y.grad.numpy(), yc.grad.numpy())
+
+
+def test_mse_loss_second_derivatives_and_its_composite_cases():
+    check(lambda x, y: F.mse_loss(x, y) * F.mse_loss(x, y), leaf(3, 4), leaf(3, 4, seed=1))
+    x = leaf(3, 4)
+    assert gradgradcheck(lambda a: F.mse_loss(a, T(rand(3, 4, seed=2))), (x,))
+    a, b = rand(3, 4), rand(3, 4, seed=1)
+    # a target of another dtype, an array target, empty inputs: the composite
+    mixed = F.mse_loss(T(a.astype(np.float32)), T(b))
+    np.testing.assert_allclose(mixed.item(), ((a.astype(np.float32) - b) ** 2).mean(), rtol=1e-6)
+    assert F.mse_loss(T(a), b).grad_fn is None
+    assert np.isnan(F.mse_loss(T(np.zeros((0, 2))), T(np.zeros((0, 2)))).item())
 
 
 # ---------------------------------------------------------------------------- attention
