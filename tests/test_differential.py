@@ -439,6 +439,31 @@ def test_reentrant_argument_changed_after_the_forward():
     assert kind == "ok" and result == eager or isinstance(result, CheckpointError), result
 
 
+def test_reentrant_view_output_changed_in_place():
+    """C: the reentrant region returns a view (cross_entropy(reduction="none") reshapes its
+    losses) and it is filled in place, then the target the region read is changed: eager
+    raises in backward (nll_loss kept the target); the reentrant run must not give
+    gradients. It refuses the write itself (a CheckpointError): written, the view would get
+    its base's graph and the region's backward would never run."""
+    def run(ckpt: bool):
+        x = _t([[0.1], [-0.1], [0.6]])
+        i = mg.tensor([0, 0, 0])
+
+        def region(a, t):
+            return F.cross_entropy(a.tanh(), t, reduction="none")
+
+        y = checkpoint(region, x, i, use_reentrant=True) if ckpt else region(x, i)
+        y.fill_(1.5)
+        i.fill_(0)
+        (y * 2.0).sum().backward()
+        return x.grad.numpy()
+
+    kind, error = _outcome(lambda: run(False))
+    assert kind != "ok" and MODIFIED in str(error), error
+    with pytest.raises(CheckpointError, match="is a view and is being modified in place"):
+        run(True)
+
+
 def test_reentrant_closure_of_a_non_leaf_used_outside():
     """A: a tensor read by closure inside the region and also outside it."""
     def run(ckpt: bool):

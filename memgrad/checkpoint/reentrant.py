@@ -119,6 +119,18 @@ class Reentrant(Function):
         return out
 
     @staticmethod
+    def _view_inplace_error(api: str, output_nr: int) -> CheckpointError:
+        """The error of an in-place change of an output that is a view (of a tensor the
+        region made, or of an input it returned as it is): the write would give the output
+        its base's graph, and the region's backward would not run for it."""
+        return CheckpointError(
+            f"{api}: output {output_nr} of a checkpointed region (use_reentrant=True) is a "
+            "view and is being modified in place; its gradient would no longer flow through "
+            "the region. Return a clone from the region (return out.clone()), change a clone "
+            "of the output instead, or use use_reentrant=False."
+        )
+
+    @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
         running = current_backward()
         if running is None or not running.into_leaves:

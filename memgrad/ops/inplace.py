@@ -14,7 +14,10 @@ base, which gives it the base's current graph, as PyTorch's views have (a buffer
 by row after a view of it was taken). An in-place op on a view itself, when a gradient is
 involved, computes the view's new values out of place and gives the base the graph of
 writing them into it (``view_write``, PyTorch's CopySlices); the view and every other view
-of the base then follow the base. Only a view of a leaf that requires grad refuses.
+of the base then follow the base. Only a view of a leaf that requires grad refuses, and, as
+in PyTorch, a view that a custom Function returned (a reentrant checkpoint's output
+included): its new graph would come from its base, and the Function's backward would never
+run for it.
 
 NOTE [ Overlapping writes ]
 A write whose value shares memory with the tensor written has no single meaning: read
@@ -116,6 +119,9 @@ def _inplace_view(api: str, t: Tensor, prim: Primitive, args: tuple, params: dic
     """An in-place op on view ``t`` with a gradient involved: the view's new values are the
     op's out-of-place result, and its base gets the graph of writing them into it
     (``view_write``), as PyTorch's CopySlices does; the view then follows its base."""
+    function = getattr(t.grad_fn, "_forward_cls", None)
+    if function is not None:  # the view is an output of a custom Function
+        raise _function_view_error(api, t, function)
     base = t._base
     if base.grad_fn is None and base._requires_grad:
         raise RuntimeError(
@@ -142,6 +148,22 @@ def _inplace_view(api: str, t: Tensor, prim: Primitive, args: tuple, params: dic
     base._requires_grad = True
     refresh_view(t)
     return t
+
+
+def _function_view_error(api: str, t: Tensor, function: type) -> RuntimeError:
+    """PyTorch's refusal of an in-place change of a view that a custom Function returned:
+    the view's new graph would come from its base, and the Function's backward would never
+    run for it. A Function may name its own error (``_view_inplace_error``)."""
+    own = getattr(function, "_view_inplace_error", None)
+    if own is not None:
+        return own(api, t.output_nr)
+    return RuntimeError(
+        f"{api}: output {t.output_nr} of {function.__name__}Backward is a view and is being "
+        f"modified in place. The view was made inside {function.__name__}.forward (or it "
+        "returned an input as it is), and the write would replace the Function's backward "
+        "with its base's graph, giving wrong gradients. Clone the output of the Function "
+        "first: out = out.clone()."
+    )
 
 
 def _span(a: np.ndarray) -> tuple[int, int] | None:

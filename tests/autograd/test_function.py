@@ -310,16 +310,17 @@ def test_non_tensor_args_and_outputs_pass_through():
     np.testing.assert_allclose(x.grad.numpy(), 3 * a**2)
 
 
+class Identity(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 1
+
+
 def test_output_that_is_an_input_is_wrapped_not_reparented():
-    class Identity(Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * 1
-
     x = mg.tensor([1.0, 2.0], requires_grad=True)
     y = Identity.apply(x)
     assert y is not x
@@ -332,6 +333,31 @@ def test_output_that_is_an_input_is_wrapped_not_reparented():
     assert h.grad_fn.name() == "MulBackward" and k.grad_fn.name() == "IdentityBackward"
     (y * mg.tensor([5.0, 7.0]) + k).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [8.0, 10.0])
+
+
+def test_an_output_that_is_a_view_refuses_an_inplace_change():
+    # as PyTorch: written in place, the view would get its base's graph and the Function's
+    # backward would never run for it (a silently wrong gradient); a non-view output, or a
+    # clone of the view, may be changed
+    class Half(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x[:1], (x * 2)[1:]
+
+        @staticmethod
+        def backward(ctx, g0, g1):
+            return mg.cat([g0 * 10, g1 * 20])
+
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    for out in (*Half.apply(x), Identity.apply(x * 1)):
+        with pytest.raises(RuntimeError, match=r"output \d of \w+Backward is a view and is "
+                                               "being modified in place.*out.clone"):
+            out.mul_(3.0)
+    a, b = Half.apply(x)
+    c = a.clone()
+    c.mul_(3.0)
+    (c.sum() + b.sum()).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [30.0, 20.0])
 
 
 def test_same_output_returned_twice_gets_two_slots():
