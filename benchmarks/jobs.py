@@ -110,13 +110,13 @@ def _kernel_cases() -> dict[str, Callable[[], Any]]:
 
 def _kernels_switched(fn: Callable[[], Any], on: bool) -> Callable[[], None]:
     def run() -> None:
-        parts.kernel_in_parts = _KERNEL_IN_PARTS if on else _never
+        parts.kernel_as_jobs = _KERNEL_AS_JOBS if on else _never
         fn()
 
     return run
 
 
-_KERNEL_IN_PARTS = parts.kernel_in_parts
+_KERNEL_AS_JOBS = parts.kernel_as_jobs
 
 
 def _never(*args: Any, **kwargs: Any) -> bool:
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.kernels else {"on": _switched(fn, default), "off": _switched(fn, OFF)}
         times = interleaved(runs, args.repeats, 2, lead=1 if step else 0)  # a step after a step
         parts.JOB_PARTS_MIN_MACS = default
-        parts.kernel_in_parts = _KERNEL_IN_PARTS
+        parts.kernel_as_jobs = _KERNEL_AS_JOBS
         per = 1 if step else CALLS
         (on_best, on), (off_best, off) = ((b / per, m / per) for b, m in (times["on"],
                                                                           times["off"]))

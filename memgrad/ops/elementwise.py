@@ -105,16 +105,8 @@ def flat_kernel_in_parts(kernel_into, cost: int, *arrays: np.ndarray,
     ``scale`` parameter (before ``out``) gets ``scale``."""
     shape, flat = _flat(arrays)
     out = np.empty_like(flat[0]) if out is None else out.reshape(-1)
-    macs = out.size * cost
-    if parts.kernel_in_parts(kernel_into, out.size, 1, 1, macs, tuple(flat), out,
-                             0.0 if scale is None else scale):
-        return out.reshape(shape)  # NOTE [ Kernels as jobs ] in ops/parts.py
     params = () if scale is None else (scale,)
-
-    def work(lo: int, hi: int) -> None:
-        kernel_into(*[a[lo:hi] for a in flat], *params, out[lo:hi])
-
-    parts.in_parts(out.size, macs, work)
+    parts.kernel_in_parts(kernel_into, out.size, 1, out.size * cost, tuple(flat), out, *params)
     return out.reshape(shape)
 
 

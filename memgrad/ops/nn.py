@@ -1021,13 +1021,9 @@ def _attention_softmax(scores, *, scale, causal):
     out = np.empty(rows.shape, dtype=scores.dtype)
     if rows.size:
         block = scores.shape[-2] if causal else 1  # parts hold whole matrices
-        n, d = rows.shape
-        mask = block if causal else 0
-        if not parts.kernel_in_parts(scaled_softmax_forward_into, n // block, block, d,
-                                     rows.size * _SOFTMAX_COST, (rows,), out, scale, mask):
-            _rows_in_parts(n // block, block, rows.size * _SOFTMAX_COST,
-                           lambda lo, hi: scaled_softmax_forward_into(rows[lo:hi], scale, mask,
-                                                                      out[lo:hi]))
+        parts.kernel_in_parts(scaled_softmax_forward_into, rows.shape[0] // block, block,
+                              rows.size * _SOFTMAX_COST, (rows,), out, scale,
+                              block if causal else 0)
     return out.reshape(scores.shape)
 
 
@@ -1045,12 +1041,9 @@ def attention_softmax_backward(g, y, *, scale):
     dtype = np.result_type(g, y)
     gr, yr = (_softmax_rows(np.asarray(a, dtype=dtype)) for a in (g, y))
     out = np.empty(yr.shape, dtype=dtype)
-    if gr.size and not parts.kernel_in_parts(scaled_softmax_backward_into, yr.shape[0], 1,
-                                             yr.shape[1], yr.size * _SOFTMAX_COST, (gr, yr),
-                                             out, scale):
-        _rows_in_parts(yr.shape[0], 1, yr.size * _SOFTMAX_COST,
-                       lambda lo, hi: scaled_softmax_backward_into(gr[lo:hi], yr[lo:hi], scale,
-                                                                   out[lo:hi]))
+    if gr.size:
+        parts.kernel_in_parts(scaled_softmax_backward_into, yr.shape[0], 1,
+                              yr.size * _SOFTMAX_COST, (gr, yr), out, scale)
     return out.reshape(y.shape)
 
 

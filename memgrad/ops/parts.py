@@ -96,7 +96,7 @@ lock and one BLAS thread per part, as ``in_parts``.
 NOTE [ Kernels as jobs ]
 The element-wise and row kernels of an op in parts (relu, GELU, float32 exp and their
 backward kernels, attention's softmax forward and backward: NOTE [ Row parts ] in ops/nn.py)
-run the same way where the hand-off is set up: ``kernel_in_parts`` checks the arrays (one
+run the same way where the hand-off is set up: ``kernel_as_jobs`` checks the arrays (one
 float dtype, C-contiguous, of the op's size, the output apart from the inputs or one of
 them itself), writes one row of words per part (the kernel, the part's rows, the arrays'
 addresses, the softmax's scale and causal block) and runs ``KERNEL_JOB``
@@ -106,7 +106,8 @@ split. A Python part cost some 50 us of hand-over per op (the helper woken, then
 the GIL, and the caller waiting for it back); as jobs, at ``memgrad train``'s sizes, the
 attention softmax took 325 against 391 us a call, its backward 116 against 187, and a
 GELU 362 against 420 (medians of 300 calls, Intel model 207). Without the hand-off (or with
-``NUMBA_DISABLE_JIT=1``), the kernels run as Python parts of ``in_parts``, as before.
+``NUMBA_DISABLE_JIT=1``), or for arrays the job declines, ``kernel_in_parts`` runs the
+kernels as Python parts of ``in_parts``.
 
 NOTE [ Accumulating GEMM ]
 ``Gemm(a, b, c)`` computes ``c = a @ b + beta * c`` for 2-D float32 or float64 views whose
@@ -136,7 +137,7 @@ import numpy as np
 
 __all__ = ["PARTS_MIN_MACS", "PRODUCT_PARTS_MIN_MACS", "JOB_PARTS_MIN_MACS", "ROW_ALIGN",
            "Parts", "in_parts", "rows_in_parts", "rows_product", "products_in_parts",
-           "kernel_in_parts", "Gemm"]
+           "kernel_in_parts", "kernel_as_jobs", "Gemm"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
@@ -568,21 +569,43 @@ def products_in_parts(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str, 
         set_local(threads)
 
 
-def kernel_in_parts(kernel: Callable, blocks: int, rows_per_block: int, cols: int, macs: int,
-                    inputs: tuple[np.ndarray, ...], out: np.ndarray, scale: float = 0.0,
-                    causal: int = 0) -> bool:
-    """``kernel`` (an element-wise or row kernel of ``memgrad._kernels.jobs.KERNELS``) on
-    ``inputs`` into ``out``, ``blocks`` blocks of ``rows_per_block`` rows of ``cols``
-    elements each, in contiguous parts of whole blocks, one part per BLAS thread, run as jobs
-    on the helpers (NOTE [ Kernels as jobs ]); ``scale`` and ``causal`` are the softmax
-    kernels' parameters. False, with ``out`` untouched, where that does not run: fewer than
-    ``PARTS_MIN_MACS`` multiply-adds, one BLAS thread, no hand-off, inside a part, another
-    kernel, or arrays the job cannot take as they lie.
+def kernel_in_parts(kernel: Callable, blocks: int, rows_per_block: int, macs: int,
+                    inputs: tuple[np.ndarray, ...], out: np.ndarray, *params: Any) -> None:
+    """``kernel(*inputs, *params, out)``, an element-wise or row kernel that writes into
+    ``out``, over ``blocks`` blocks of ``rows_per_block`` rows (the elements of flat arrays,
+    or the rows of 2-D ones), in contiguous parts of whole blocks, one part per BLAS thread:
+    as jobs on the helpers where ``kernel_as_jobs`` runs it (NOTE [ Kernels as jobs ]), else
+    as Python parts of ``in_parts`` (NOTE [ Batch parts ]). ``macs`` is the whole call's
+    work in multiply-adds. Each part is one kernel call on its rows.
+
+    Example:
+        >>> from memgrad._kernels.activation import relu_into
+        >>> x, out = np.array([-1.0, 2.0]), np.empty(2)
+        >>> kernel_in_parts(relu_into, 2, 1, 0, (x,), out); out.tolist()
+        [0.0, 2.0]
+    """
+    if kernel_as_jobs(kernel, blocks, rows_per_block, macs, inputs, out, params):
+        return
+    r = rows_per_block
+
+    def work(lo: int, hi: int) -> None:
+        kernel(*[a[lo * r:hi * r] for a in inputs], *params, out[lo * r:hi * r])
+
+    in_parts(blocks, macs, work)
+
+
+def kernel_as_jobs(kernel: Callable, blocks: int, rows_per_block: int, macs: int,
+                   inputs: tuple[np.ndarray, ...], out: np.ndarray, params: tuple = ()) -> bool:
+    """``kernel_in_parts`` as jobs on the helpers (NOTE [ Kernels as jobs ]), for a kernel of
+    ``memgrad._kernels.jobs.KERNELS``; ``params`` are its parameters between the inputs and
+    ``out`` (none, a scale, or a scale and a causal block). False, with ``out`` untouched,
+    where that does not run: fewer than ``PARTS_MIN_MACS`` multiply-adds, one BLAS thread,
+    no hand-off, inside a part, another kernel, or arrays the job cannot take as they lie.
 
     Example:
         >>> from memgrad._kernels.activation import relu_into
         >>> x = np.ones(8, np.float32)
-        >>> kernel_in_parts(relu_into, 8, 1, 1, 0, (x,), np.empty_like(x))  # too small
+        >>> kernel_as_jobs(relu_into, 8, 1, 0, (x,), np.empty_like(x))  # too small
         False
     """
     if macs < PARTS_MIN_MACS or _inside.active or Parts.handoff is None or blocks < 2:
@@ -593,11 +616,14 @@ def kernel_in_parts(kernel: Callable, blocks: int, rows_per_block: int, cols: in
     threads = set_local(1)
     set_local(threads)
     k = min(threads, blocks)
+    cols = out.shape[1] if out.ndim == 2 else 1
     if k < 2 or not _kernel_operands(inputs, out, blocks * rows_per_block * cols):
         return False
     jobs = _jobs()
     if kernel not in jobs.KERNELS:
         return False
+    scale = params[0] if params else 0.0
+    causal = params[1] if len(params) > 1 else 0
     return _run_jobs(threads, k, jobs.KERNEL_JOB, lambda: jobs.kernel_parts(
         jobs.KERNELS.index(kernel), int(out.dtype == np.float64), cols, inputs[0].ctypes.data,
         inputs[-1].ctypes.data, out.ctypes.data, scale, causal,
@@ -619,7 +645,7 @@ def _run_jobs(threads: int, k: int, job: int, words_of: Callable[[], np.ndarray]
 
 
 def _kernel_operands(inputs: tuple, out: np.ndarray, size: int) -> bool:
-    """Whether ``kernel_in_parts``'s job can take ``inputs`` and ``out`` as they lie: one or
+    """Whether ``kernel_as_jobs``'s job can take ``inputs`` and ``out`` as they lie: one or
     two inputs and an output, all C-contiguous ``size``-element arrays of one float dtype,
     the output apart from each input or the input itself (an element-wise kernel in place).
     (Checked here, from the arrays: the job reads and writes where their addresses point.)"""

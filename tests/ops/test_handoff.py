@@ -27,7 +27,7 @@ if parts_mod._handoff() is None:  # pragma: no cover - another platform, or no O
     pytest.skip("the hand-off needs Linux, numba's compiler and NumPy's OpenBLAS with "
                 "openblas_set_threads_callback_function", allow_module_level=True)
 
-from memgrad._kernels import handoff  # noqa: E402
+from memgrad._kernels import handoff, jobs  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -455,27 +455,17 @@ def _kernel_case(kernel, dtype):
            activation.relu_backward_into: activation.relu_backward,
            activation.gelu_backward_into: activation.gelu_backward,
            activation.gelu_tanh_backward_into: activation.gelu_tanh_backward}[kernel]
-    inputs = (x.reshape(-1),) if kernel in _jobs_kernels()[:4] else (g.reshape(-1), x.reshape(-1))
+    inputs = (x.reshape(-1),) if kernel in jobs.KERNELS[:4] else (g.reshape(-1), x.reshape(-1))
     return inputs, {}, one(*inputs)
 
 
-def _jobs_kernels():
-    from memgrad._kernels import jobs
-
-    return jobs.KERNELS
-
-
 def test_kernels_as_jobs_equal_one_call_whatever_the_split(blas_threads):
-    from memgrad._kernels import jobs
-
     for index, dtype in itertools.product(range(len(jobs.KERNELS)), (np.float32, np.float64)):
         _check_kernel_job(blas_threads, index, dtype)
 
 
 def _check_kernel_job(blas_threads, index, dtype):
     """Kernel ``index`` of ``jobs.KERNELS`` as jobs in one, two and three parts."""
-    from memgrad._kernels import jobs
-
     kernel = jobs.KERNELS[index]
     inputs, params, want = _kernel_case(kernel, dtype)
     rows = inputs[0].shape[0] if inputs[0].ndim == 2 else inputs[0].size
@@ -492,33 +482,33 @@ def _check_kernel_job(blas_threads, index, dtype):
         assert len(set(words[:, jobs.W_THREAD].tolist())) == k and 0 not in words[:, -1]
 
 
-def test_kernels_in_parts_decline_what_the_job_cannot_take(blas_threads, monkeypatch):
+def test_kernels_as_jobs_decline_what_the_job_cannot_take(blas_threads, monkeypatch):
     from memgrad._kernels import activation
 
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
     rng = np.random.default_rng(8)
     g, y = rng.standard_normal((2, 64)), rng.standard_normal(64)
     out = np.full(64, 7.0)
-    run = parts_mod.kernel_in_parts
+    run = parts_mod.kernel_as_jobs
     relu_b = activation.relu_backward_into
     big = 1 << 62
-    assert not run(relu_b, 64, 1, 1, -1, (g[0], y), out)  # too small
-    assert not run(relu_b, 64, 1, 1, big, (g[0], y), out[:32])  # sizes differ
-    assert not run(relu_b, 32, 1, 1, big, (g[:, ::2][0], y[::2]), out[::2])  # strided
-    assert not run(relu_b, 64, 1, 1, big, (g[0].astype(np.float32), y), out)  # mixed dtypes
-    assert not run(relu_b, 64, 1, 1, big, (g[0].astype(np.float16), y.astype(np.float16)),
+    assert not run(relu_b, 64, 1, -1, (g[0], y), out)  # too small
+    assert not run(relu_b, 64, 1, big, (g[0], y), out[:32])  # sizes differ
+    assert not run(relu_b, 32, 1, big, (g[:, ::2][0], y[::2]), out[::2])  # strided
+    assert not run(relu_b, 64, 1, big, (g[0].astype(np.float32), y), out)  # mixed dtypes
+    assert not run(relu_b, 64, 1, big, (g[0].astype(np.float16), y.astype(np.float16)),
                    out.astype(np.float16))
     buf = np.concatenate([g[0], g[1]])
-    assert not run(relu_b, 64, 1, 1, big, (buf[:64], y), buf[8:72])  # out overlaps an input
-    assert not run(activation.relu, 64, 1, 1, big, (y,), out)  # not a job's kernel
+    assert not run(relu_b, 64, 1, big, (buf[:64], y), buf[8:72])  # out overlaps an input
+    assert not run(activation.relu, 64, 1, big, (y,), out)  # not a job's kernel
     frozen = out.copy()
     frozen.flags.writeable = False
-    assert not run(relu_b, 64, 1, 1, big, (g[0], y), frozen)
+    assert not run(relu_b, 64, 1, big, (g[0], y), frozen)
     with _blas(1):
-        assert not run(relu_b, 64, 1, 1, big, (g[0], y), out)  # one BLAS thread
+        assert not run(relu_b, 64, 1, big, (g[0], y), out)  # one BLAS thread
     assert np.all(out == 7.0)
-    assert run(relu_b, 64, 1, 1, big, (g[0], y), out)
+    assert run(relu_b, 64, 1, big, (g[0], y), out)
     np.testing.assert_array_equal(out, g[0] * (y > 0))
     before = y.copy()
-    assert run(activation.relu_into, 64, 1, 1, big, (y,), y)  # in place
+    assert run(activation.relu_into, 64, 1, big, (y,), y)  # in place
     np.testing.assert_array_equal(y, np.maximum(before, 0))
