@@ -349,8 +349,9 @@ def scaled_softmax_forward_into(x, scale, causal, out):
         inv = x.dtype.type(1.0 / row_sum(out[i, :width]))
         for j in range(whole):
             out[i, j] *= inv
-        for j in range(width, d):
-            out[i, j] = 0.0
+        # the masked tail as one slice fill: a loop of stores here cost a third of the
+        # kernel on rows of 64
+        out[i, width:] = 0.0
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
