@@ -18,6 +18,8 @@ Nothing here imports memgrad. The job needs numba's compiler (with ``NUMBA_DISAB
 memgrad runs the kernels as Python parts).
 """
 
+import struct
+
 import numpy as np
 from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
@@ -36,7 +38,8 @@ from memgrad._kernels.loss import squared_error_grad_into
 from memgrad._kernels.softmax import scaled_softmax_backward_into, scaled_softmax_forward_into
 
 __all__ = ["KERNELS", "JOB_WORDS", "W_KERNEL", "W_DOUBLE", "W_LO", "W_HI", "W_COLS", "W_A",
-           "W_B", "W_C", "W_SCALE", "W_CAUSAL", "W_THREAD", "KERNEL_JOB", "kernel_parts"]
+           "W_B", "W_C", "W_SCALE", "W_CAUSAL", "W_THREAD", "KERNEL_JOB", "KERNEL_INDEX",
+           "kernel_parts"]
 
 # the kernels a job runs, by index (the kernels of two inputs after those of one)
 KERNELS = (relu_into, gelu_into, gelu_tanh_into, exp_into, relu_backward_into,
@@ -44,6 +47,7 @@ KERNELS = (relu_into, gelu_into, gelu_tanh_into, exp_into, relu_backward_into,
            scaled_softmax_forward_into, scaled_softmax_backward_into)
 (_RELU, _GELU, _GELU_TANH, _EXP, _RELU_BACKWARD, _GELU_BACKWARD, _GELU_TANH_BACKWARD,
  _SQUARED_ERROR_GRAD, _SOFTMAX, _SOFTMAX_BACKWARD) = range(len(KERNELS))
+KERNEL_INDEX = {kernel: i for i, kernel in enumerate(KERNELS)}
 
 (W_KERNEL, W_DOUBLE, W_LO, W_HI, W_COLS, W_A, W_B, W_C, W_SCALE, W_CAUSAL,
  W_THREAD) = range(11)
@@ -120,13 +124,6 @@ KERNEL_JOB = _kernel_job.address
 def kernel_parts(kernel, double, cols, a, b, c, scale, causal, ends):
     """The rows of words of ``KERNEL_JOB`` for kernel index ``kernel`` on arrays at addresses
     ``a``, ``b``, ``c``, one part per pair of consecutive row bounds in ``ends``."""
-    words = np.zeros((len(ends) - 1, JOB_WORDS), np.int64)
-    words[:, W_KERNEL] = kernel
-    words[:, W_DOUBLE] = double
-    words[:, W_LO] = ends[:-1]
-    words[:, W_HI] = ends[1:]
-    words[:, W_COLS] = cols
-    words[:, W_A], words[:, W_B], words[:, W_C] = a, b, c
-    words.view(np.float64)[:, W_SCALE] = scale
-    words[:, W_CAUSAL] = causal
-    return words
+    bits = struct.unpack("<q", struct.pack("<d", scale))[0]
+    return np.array([[kernel, double, ends[i], ends[i + 1], cols, a, b, c, bits, causal, 0]
+                     for i in range(len(ends) - 1)], np.int64)

@@ -91,7 +91,12 @@ without the GIL, on the calling thread and on the helpers at once. The same prod
 43 us (35 us for either half alone). Each matrix is one call with the arguments NumPy's
 matmul passes, so the values do not depend on the split. It needs the hand-off (else, or for
 operands BLAS cannot take as they lie, the caller runs its NumPy path) and takes the parts'
-lock and one BLAS thread per part, as ``in_parts``.
+lock and one BLAS thread per part, as ``in_parts``. The words of a layout (the operands'
+shapes, strides and dtype, the form: all but the addresses) are checked and made once and
+kept, and the addresses come from one compiled call (``handoff.addresses``; NumPy's
+``ctypes.data`` makes a ctypes object per array): a tiny batch of products as jobs took
+37 us a call in all before, 13.5 after, of which the hand-off itself is some 6 (medians of
+500 calls, Intel model 207).
 
 NOTE [ Kernels as jobs ]
 The element-wise and row kernels of an op in parts (relu, GELU, float32 exp and their
@@ -107,7 +112,9 @@ the GIL, and the caller waiting for it back); as jobs, at ``memgrad train``'s si
 attention softmax took 325 against 391 us a call, its backward 116 against 187, and a
 GELU 362 against 420 (medians of 300 calls, Intel model 207). Without the hand-off (or with
 ``NUMBA_DISABLE_JIT=1``), or for arrays the job declines, ``kernel_in_parts`` runs the
-kernels as Python parts of ``in_parts``.
+kernels as Python parts of ``in_parts``. As for the products, the addresses come from one
+compiled call and the words are one small array built at once: a kernel as jobs on a tiny
+array took 42 us a call in all before, 13.5 after.
 
 NOTE [ Accumulating GEMM ]
 ``Gemm(a, b, c)`` computes ``c = a @ b + beta * c`` for 2-D float32 or float64 views whose
@@ -126,6 +133,7 @@ or layouts, it computes the same with NumPy.
 from __future__ import annotations
 
 import ctypes
+import functools
 import glob
 import math
 import os
@@ -199,6 +207,7 @@ class Parts:
     set_local: object = False  # not looked up yet
     gemms: dict | None = None  # dtype -> cblas_?gemm or None, looked up on first use
     gemm_at: dict | None = None  # dtype -> the address of its cblas_?gemm, where there is one
+    layouts: dict = {}  # the words of _product_row by layout (None: it does not fit)
     helpers: list | None = None  # the _Helper threads, k - 1 of them
     lock = threading.Lock()  # one op in parts at a time: the helpers take one part each
     handoff: object = False  # the _Handoff of NOTE [ One set of threads ], None, or not set up
@@ -381,6 +390,7 @@ class _Handoff:
         self.listed = helpers
 
 
+@functools.cache
 def _kernels() -> Any:
     from memgrad._kernels import handoff
 
@@ -616,17 +626,18 @@ def kernel_as_jobs(kernel: Callable, blocks: int, rows_per_block: int, macs: int
     threads = set_local(1)
     set_local(threads)
     k = min(threads, blocks)
-    cols = out.shape[1] if out.ndim == 2 else 1
-    if k < 2 or not _kernel_operands(inputs, out, blocks * rows_per_block * cols):
-        return False
     jobs = _jobs()
-    if kernel not in jobs.KERNELS:
+    index = jobs.KERNEL_INDEX.get(kernel)
+    if k < 2 or index is None:
+        return False
+    cols = out.shape[1] if out.ndim == 2 else 1
+    at = _kernel_operands(inputs, out, blocks * rows_per_block * cols)
+    if at is None:
         return False
     scale = params[0] if params else 0.0
     causal = params[1] if len(params) > 1 else 0
     return _run_jobs(threads, k, jobs.KERNEL_JOB, lambda: jobs.kernel_parts(
-        jobs.KERNELS.index(kernel), int(out.dtype == np.float64), cols, inputs[0].ctypes.data,
-        inputs[-1].ctypes.data, out.ctypes.data, scale, causal,
+        index, int(out.dtype == np.float64), cols, *at, scale, causal,
         [blocks * i // k * rows_per_block for i in range(k + 1)]))
 
 
@@ -644,29 +655,31 @@ def _run_jobs(threads: int, k: int, job: int, words_of: Callable[[], np.ndarray]
     return True
 
 
-def _kernel_operands(inputs: tuple, out: np.ndarray, size: int) -> bool:
-    """Whether ``kernel_as_jobs``'s job can take ``inputs`` and ``out`` as they lie: one or
-    two inputs and an output, all C-contiguous ``size``-element arrays of one float dtype,
-    the output apart from each input or the input itself (an element-wise kernel in place).
-    (Checked here, from the arrays: the job reads and writes where their addresses point.)"""
+def _kernel_operands(inputs: tuple, out: np.ndarray, size: int) -> tuple | None:
+    """The addresses of ``inputs`` (the first and the last) and ``out`` where
+    ``kernel_as_jobs``'s job can take them as they lie, else None: one or two inputs and an
+    output, all C-contiguous ``size``-element arrays of one float dtype, the output
+    writeable and apart from each input or the input itself (an element-wise kernel in
+    place). (Checked here, from the arrays: the job reads and writes where the addresses
+    point.)"""
     dtype = out.dtype
     if len(inputs) not in (1, 2) or dtype not in _BLAS_DTYPES:
-        return False
-    nbytes = size * dtype.itemsize
-    at = out.ctypes.data
+        return None
     for v in (*inputs, out):
         if not isinstance(v, np.ndarray) or v.dtype != dtype or v.size != size \
                 or not v.flags.c_contiguous:
-            return False
+            return None
     if not out.flags.writeable:
-        return False
-    for v in inputs:
-        start = v.ctypes.data
+        return None
+    a, b, at = _kernels().addresses(inputs[0], inputs[-1], out)
+    nbytes = size * dtype.itemsize
+    for start in (a, b):
         if start != at and start < at + nbytes and at < start + nbytes:
-            return False  # overlapping, not the same
-    return True
+            return None  # overlapping, not the same
+    return a, b, at
 
 
+@functools.cache
 def _jobs() -> Any:
     from memgrad._kernels import jobs
 
@@ -684,7 +697,32 @@ def _product_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
     one or two batch dimensions, one float dtype, no empty dimension, matrices whose rows or
     columns are unit-strided and an output whose rows are, the shapes the form asks for, an
     output apart from the operands.
-    (Checked here, from the arrays: the job reads and writes where these words point.)"""
+    (Checked here, from the arrays: the job reads and writes where these words point. The
+    words of a layout, all but the addresses, are made once and kept: an op's products
+    repeat a few layouts, and making them cost more than the job's hand-off.)"""
+    key = (a.shape, b.shape, out.shape, a.strides, b.strides, out.strides, a.dtype, b.dtype,
+           out.dtype, form, block)
+    row = Parts.layouts.get(key, False)
+    if row is False:
+        row = _layout_words(a, b, out, form, block)
+        if len(Parts.layouts) >= _LAYOUTS_KEPT:
+            Parts.layouts.clear()
+        Parts.layouts[key] = row
+    if row is None or np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        return None
+    row = row.copy()
+    handoff = _kernels()
+    row[handoff.W_A], row[handoff.W_B], row[handoff.W_C] = handoff.addresses(a, b, out)
+    return row
+
+
+_LAYOUTS_KEPT = 256  # the layouts of products whose words _product_row keeps
+
+
+def _layout_words(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
+                  block: int) -> list | None:
+    """``_product_row``'s words for the layout of ``a``, ``b`` and ``out`` (their shapes,
+    strides and dtypes), the addresses 0; None where the layout does not fit."""
     nd = a.ndim
     dtype = a.dtype
     if nd not in (3, 4) or b.ndim != nd or out.ndim != nd or b.dtype != dtype \
@@ -696,7 +734,7 @@ def _product_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
     dims = shape[-2:] + b.shape[-2:]
     (i, j), (r, c) = _FORM_DIMS[form]
     if dims[i] != dims[j] or out.shape[-2:] != (dims[r], dims[c]) or 0 in dims \
-            or 0 in shape or np.may_share_memory(out, a) or np.may_share_memory(out, b):
+            or 0 in shape:
         return None
     if Parts.gemm_at is None:
         Parts.gemm_at = _gemm_addresses()
@@ -709,7 +747,7 @@ def _product_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
     words = []
     for v, op in zip((a, b, out), ops):
         s = v.strides
-        words.append((v.ctypes.data, s[0], s[1] if nd == 4 else 0) + op)
+        words.append((0, s[0], s[1] if nd == 4 else 0) + op)
     return _kernels().product_row(gemm, int(dtype == np.float64), item, form, block,
                                   shape[1] if nd == 4 else 1, words[0], words[1],
                                   words[2][:3] + words[2][4:], dims)

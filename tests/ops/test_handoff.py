@@ -325,6 +325,28 @@ def test_products_as_jobs_decline_what_they_cannot_run(blas_threads):
     np.testing.assert_allclose(out, a @ b, rtol=1e-13, atol=1e-13)
 
 
+def test_products_of_one_layout_use_each_call_s_own_arrays(blas_threads):
+    # the words of a layout are made once and kept (_product_row): a second call with other
+    # arrays of that layout writes into its own output, and an output that overlaps an
+    # operand is still declined
+    rng = np.random.default_rng(4)
+    big = 1 << 62
+    for _ in range(2):
+        a, b = rng.standard_normal((4, 6, 5)), rng.standard_normal((4, 5, 6))
+        out = np.full((4, 6, 6), 7.0)
+        assert parts_mod.products_in_parts(a, b, out, "mm", 1, big)
+        np.testing.assert_allclose(out, a @ b, rtol=1e-13, atol=1e-13)
+    shared = rng.standard_normal((4, 6, 6))
+    before = shared.copy()
+    assert not parts_mod.products_in_parts(a, shared[:, :5], shared, "mm", 1, big)
+    np.testing.assert_array_equal(shared, before)
+
+
+def test_addresses_are_the_arrays_own():
+    a, b = np.ones(3, np.float32), np.zeros((2, 4))
+    assert handoff.addresses(a, b, b[1]) == (a.ctypes.data, b.ctypes.data, b[1].ctypes.data)
+
+
 def _without_and_with_jobs(run, monkeypatch):
     """``run()`` with products as jobs off, then on (every size) with ``products_in_parts``
     watched: the two results and whether each call ran as jobs."""
