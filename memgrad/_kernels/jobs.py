@@ -49,6 +49,7 @@ KERNELS = (relu_into, gelu_into, gelu_tanh_into, exp_into, relu_backward_into,
  _SQUARED_ERROR_GRAD, _SOFTMAX, _SOFTMAX_BACKWARD) = range(len(KERNELS))
 KERNEL_INDEX = {kernel: i for i, kernel in enumerate(KERNELS)}
 
+# a part's words, in this order (kernel_parts writes its rows so)
 (W_KERNEL, W_DOUBLE, W_LO, W_HI, W_COLS, W_A, W_B, W_C, W_SCALE, W_CAUSAL,
  W_THREAD) = range(11)
 JOB_WORDS = 11
@@ -125,5 +126,6 @@ def kernel_parts(kernel, double, cols, a, b, c, scale, causal, ends):
     """The rows of words of ``KERNEL_JOB`` for kernel index ``kernel`` on arrays at addresses
     ``a``, ``b``, ``c``, one part per pair of consecutive row bounds in ``ends``."""
     bits = struct.unpack("<q", struct.pack("<d", scale))[0]
+    # one row per part, its words in the order of W_KERNEL ... W_THREAD
     return np.array([[kernel, double, ends[i], ends[i + 1], cols, a, b, c, bits, causal, 0]
                      for i in range(len(ends) - 1)], np.int64)
