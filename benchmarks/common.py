@@ -21,7 +21,8 @@ import numpy as np
 import memgrad as mg
 from memgrad.interpreters import Interpreter, push
 
-__all__ = ["machine_info", "best_time", "interleaved", "emit", "table", "torch_or_none",
+__all__ = ["machine_info", "best_time", "interleaved", "interleaved_rounds", "median",
+           "paired_ratio", "paired_cell", "verdict", "emit", "table", "torch_or_none",
            "workload_args", "memgrad_op_times", "torch_op_times", "op_rows", "by_op",
            "print_by_op"]
 
@@ -103,8 +104,35 @@ def best_time(fn: Callable[[], None], repeats: int, warmup: int) -> tuple[float,
 def interleaved(fns: dict[str, Callable[[], None]], repeats: int, warmup: int,
                 clock: Callable[[], float] = time.perf_counter,
                 lead: int = 0) -> dict[str, tuple[float, float]]:
-    """``best_time`` of several functions, timed in turn within each repeat, so that on a
-    shared, noisy machine they see the same load (compare their medians). ``clock`` may be
+    """``best_time`` of several functions, timed in turn within each repeat (by
+    ``interleaved_rounds``): ``{name: (best, median)}``.
+
+    Example:
+        >>> t = interleaved({"a": lambda: None, "b": lambda: None}, repeats=3, warmup=1)
+        >>> sorted(t), all(best <= median for best, median in t.values())
+        (['a', 'b'], True)
+    """
+    rounds = interleaved_rounds(fns, repeats, warmup, clock, lead)
+    return {k: (min(v), median(v)) for k, v in rounds.items()}
+
+
+def median(times: list[float]) -> float:
+    """The middle time (the upper of the two middle ones of an even count), as
+    ``best_time`` takes it.
+
+    Example:
+        >>> median([3.0, 1.0, 2.0, 4.0])
+        3.0
+    """
+    return sorted(times)[len(times) // 2]
+
+
+def interleaved_rounds(fns: dict[str, Callable[[], None]], repeats: int, warmup: int,
+                       clock: Callable[[], float] = time.perf_counter,
+                       lead: int = 0) -> dict[str, list[float]]:
+    """Time several functions in turn within each of ``repeats`` rounds, so that on a
+    shared, noisy machine they see the same load: ``{name: [seconds of each round]}``, the
+    rounds in order (``paired_ratio`` compares two of them round by round). ``clock`` may be
     ``time.process_time``: the CPU time of this process, which leaves out the time other
     processes hold the cores (for code that runs on one thread). ``lead`` untimed runs of
     the same function come right before each timed run: a step then follows a step of its
@@ -112,9 +140,9 @@ def interleaved(fns: dict[str, Callable[[], None]], repeats: int, warmup: int,
     spin, or have let their own go to sleep).
 
     Example:
-        >>> t = interleaved({"a": lambda: None, "b": lambda: None}, repeats=3, warmup=1)
-        >>> sorted(t), all(best <= median for best, median in t.values())
-        (['a', 'b'], True)
+        >>> t = interleaved_rounds({"a": lambda: None, "b": lambda: None}, repeats=3, warmup=1)
+        >>> sorted(t), [len(v) for v in t.values()]
+        (['a', 'b'], [3, 3])
     """
     for _ in range(warmup):
         for fn in fns.values():
@@ -128,7 +156,50 @@ def interleaved(fns: dict[str, Callable[[], None]], repeats: int, warmup: int,
             t0 = clock()
             fn()
             times[k].append(clock() - t0)
-    return {k: (min(v), sorted(v)[len(v) // 2]) for k, v in times.items()}
+    return times
+
+
+def paired_ratio(ours: list[float], theirs: list[float]) -> tuple[float, float, float]:
+    """The ratios ``ours[i] / theirs[i]`` of runs timed in the same round: their median and
+    quartiles, ``(median, q1, q3)``. Each ratio compares two runs that saw the same load,
+    so a change of the host's load between rounds moves the quartiles less than it moves
+    the ratio of the two medians.
+
+    Example:
+        >>> paired_ratio([2.0, 4.0, 3.0, 8.0], [1.0, 2.0, 2.0, 4.0])
+        (2.0, 1.875, 2.0)
+    """
+    if len(ours) != len(theirs) or not ours:
+        raise ValueError(f"paired_ratio: expected two equal, non-empty lists of times, got "
+                         f"{len(ours)} and {len(theirs)}")
+    r = np.asarray(ours, dtype=float) / np.asarray(theirs, dtype=float)
+    q1, median, q3 = np.percentile(r, [25, 50, 75])
+    return float(median), float(q1), float(q3)
+
+
+def paired_cell(paired: tuple[float, float, float]) -> str:
+    """``paired_ratio``'s answer as a table cell.
+
+    Example:
+        >>> paired_cell((1.2, 1.15, 1.25))
+        '1.20x [1.15, 1.25]'
+    """
+    m, q1, q3 = paired
+    return f"{m:.2f}x [{q1:.2f}, {q3:.2f}]"
+
+
+def verdict(q1: float, q3: float, target: float) -> str:
+    """A target met when the upper quartile of the paired ratios is at or below it, not
+    met when the lower quartile is above it, and a tie when the target lies between the
+    quartiles (the run cannot tell).
+
+    Example:
+        >>> verdict(0.95, 1.05, 1.1), verdict(1.15, 1.3, 1.1), verdict(1.05, 1.15, 1.1)
+        ('met', 'not met', 'tie')
+    """
+    if q3 <= target:
+        return "met"
+    return "not met" if q1 > target else "tie"
 
 
 def emit(row: dict[str, Any]) -> dict[str, Any]:

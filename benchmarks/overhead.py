@@ -9,7 +9,9 @@ recording the graph node, and running its backward. In microseconds per op of th
 
 PyTorch (eager, CPU, two threads) is measured too when ``import torch`` works, a comparison
 only, in the same process and interleaved with memgrad's runs (each repeat times every
-case in turn), so that both see the same load on a shared machine: compare the medians.
+case in turn), so that both see the same load on a shared machine: compare the medians,
+or the paired ratio (the median and quartiles of the ratios of the runs timed in the same
+round), which a change of load between rounds moves less.
 
 Prints one JSON line per measurement, then a plain-text table.
 
@@ -30,7 +32,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from common import interleaved, machine_info, torch_or_none
+from common import (
+    interleaved_rounds,
+    machine_info,
+    median,
+    paired_cell,
+    paired_ratio,
+    torch_or_none,
+)
 
 import memgrad as mg
 
@@ -106,14 +115,17 @@ def torch_cases(torch: Any) -> dict[tuple[str, str], Callable[[], None]]:
     return _cases(x, ops, torch.no_grad)
 
 
-def _table(times: dict, machine: dict, args: argparse.Namespace, note: str | None) -> str:
+def _table(times: dict, paired: dict, machine: dict, args: argparse.Namespace,
+           note: str | None) -> str:
     lines = [
         f"overhead: {OPS} elementwise ops on {NUMEL}-element float32 tensors, us per op "
-        f"({args.clock} clock), median (best) of {args.repeats} interleaved runs",
+        f"({args.clock} clock), median (best) of {args.repeats} interleaved runs; the ratio "
+        "of the medians, and paired: the median [quartiles] of the runs' ratios round by round",
         f"machine: {machine['cpu']}, {machine['cores']} cores "
         f"({machine['cores_available']} available), BLAS {machine['blas']}, {machine['date']}",
         "",
-        f"{'operands':<10}{'mode':<18}{'memgrad':>16}{'pytorch':>16}{'ratio':>8}",
+        f"{'operands':<10}{'mode':<18}{'memgrad':>16}{'pytorch':>16}{'ratio':>8}"
+        f"{'paired [q1, q3]':>21}",
     ]
     for kind in OPERANDS:
         for mode in MODES:
@@ -122,7 +134,8 @@ def _table(times: dict, machine: dict, args: argparse.Namespace, note: str | Non
             cell = f"{ours[1]:>8.2f} ({ours[0]:.2f})"
             tcell = f"{theirs[1]:>8.2f} ({theirs[0]:.2f})" if theirs else f"{'-':>16}"
             ratio = f"{ours[1] / theirs[1]:>7.2f}x" if theirs else f"{'-':>8}"
-            lines.append(f"{kind:<10}{mode:<18}{cell:>16}{tcell:>16}{ratio}")
+            pcell = paired_cell(paired[(kind, mode)]) if paired else "-"
+            lines.append(f"{kind:<10}{mode:<18}{cell:>16}{tcell:>16}{ratio}{pcell:>21}")
     if note:
         lines += ["", note]
     return "\n".join(lines)
@@ -150,19 +163,23 @@ def main(argv: list[str] | None = None) -> int:
         fns.update({("pytorch",) + k: fn for k, fn in torch_cases(torch).items()})
         versions["pytorch"] = torch.__version__
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    measured = interleaved(fns, args.repeats, args.warmup, clock)
-    times = {k: (best / OPS * 1e6, median / OPS * 1e6) for k, (best, median) in measured.items()}
-    for (framework, kind, mode), (best, median) in times.items():
+    rounds = interleaved_rounds(fns, args.repeats, args.warmup, clock)
+    times = {k: (min(v) / OPS * 1e6, median(v) / OPS * 1e6) for k, v in rounds.items()}
+    paired = {k[1:]: paired_ratio(v, rounds[("pytorch",) + k[1:]])
+              for k, v in rounds.items() if k[0] == "memgrad" and torch is not None}
+    for (framework, kind, mode), (best, mid) in times.items():
         print(json.dumps({
             "bench": "overhead", "framework": framework, "version": versions[framework],
             "operands": kind, "mode": mode, "us_per_op": round(best, 3),
-            "median_us_per_op": round(median, 3), "ops": OPS, "numel": NUMEL,
+            "median_us_per_op": round(mid, 3), "ops": OPS, "numel": NUMEL,
             "dtype": "float32", "repeats": args.repeats, "warmup": args.warmup,
             "clock": args.clock,
+            "paired_ratio": [round(r, 3) for r in paired[(kind, mode)]]
+            if framework == "memgrad" and paired else None,
             "machine": machine,
         }), flush=True)
     print()
-    print(_table(times, machine, args, note))
+    print(_table(times, paired, machine, args, note))
     return 0
 
 

@@ -12,8 +12,10 @@ same weights (copied by parameter name) and the same batch, its steps timed in t
 process, interleaved with memgrad's (each repeat times every case in turn) so that both
 see the same load on a shared machine; the first step's losses are printed side by side.
 
-Prints one JSON line per measurement, then a table with the ratio memgrad / PyTorch of the
-medians.
+Prints one JSON line per measurement, then a table with the ratio memgrad / PyTorch: of
+the two medians, and paired (the median and quartiles of the ratios of the steps timed in
+the same repeat), and whether the 1.1x target is met (the paired ratios' upper quartile at
+or below it), not met (their lower quartile above it) or a tie (the run cannot tell).
 
 Usage:
     python benchmarks/small.py [--repeats 20] [--warmup 3] [--only nanogpt,train]
@@ -41,11 +43,15 @@ import numpy as np
 from common import (
     by_op,
     emit,
-    interleaved,
+    interleaved_rounds,
     machine_info,
+    median,
+    paired_cell,
+    paired_ratio,
     print_by_op,
     table,
     torch_or_none,
+    verdict,
 )
 
 import memgrad as mg
@@ -231,18 +237,24 @@ def main(argv: list[str] | None = None) -> int:
                 weights = {k: p.numpy().copy() for k, p in model.named_parameters()}
                 fns["pytorch"] = _torch_step(torch, sizes, weights, checkpointed)
             first = {k: fn() for k, fn in fns.items()}  # the same weights: the same loss
-            t = interleaved(fns, args.repeats, args.warmup, clock, args.lead)
-            ours, theirs = t["memgrad"][1], t.get("pytorch", (None, None))[1]
+            t = interleaved_rounds(fns, args.repeats, args.warmup, clock, args.lead)
+            ours = median(t["memgrad"])
+            theirs = median(t["pytorch"]) if "pytorch" in t else None
             ratio = ours / theirs if theirs else None
+            paired = paired_ratio(t["memgrad"], t["pytorch"]) if "pytorch" in t else None
             mode = "checkpointed" if checkpointed else "plain"
             emit({"bench": "small", "model": name, "mode": mode, "sizes": sizes,
-                  "memgrad_s": round(ours, 5), "memgrad_best_s": round(t["memgrad"][0], 5),
+                  "memgrad_s": round(ours, 5), "memgrad_best_s": round(min(t["memgrad"]), 5),
                   "pytorch_s": theirs and round(theirs, 5),
-                  "pytorch_best_s": theirs and round(t["pytorch"][0], 5),
-                  "ratio": ratio and round(ratio, 3), "first_loss": first,
+                  "pytorch_best_s": theirs and round(min(t["pytorch"]), 5),
+                  "ratio": ratio and round(ratio, 3),
+                  "paired_ratio": paired and [round(r, 3) for r in paired],
+                  "first_loss": first,
                   "target_ratio": TARGET, "repeats": args.repeats, "clock": args.clock,
                   "torch_threads": args.threads, "lead": args.lead, "machine": machine})
             rows.append([name, mode, ours, theirs, None if ratio is None else f"{ratio:.2f}x",
+                         None if paired is None else paired_cell(paired),
+                         "-" if paired is None else verdict(paired[1], paired[2], TARGET),
                          f"{first['memgrad']:.5f}",
                          f"{first['pytorch']:.5f}" if "pytorch" in first else None])
             if args.by_op:
@@ -254,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{lead}); "
           f"{machine['cpu']}, "
           f"{machine['cores']} cores, BLAS {machine['blas']}")
-    print(table(["model", "mode", "memgrad", "pytorch", "ratio", "loss (mg)", "loss (pt)"],
-                rows))
+    print(table(["model", "mode", "memgrad", "pytorch", "ratio", "paired [q1, q3]",
+                 f"target {TARGET:.1f}x", "loss (mg)", "loss (pt)"], rows))
     if torch is None:
         print("pytorch: not installed, its column is skipped (a comparison only)")
     print_by_op(profiles, args.by_op)

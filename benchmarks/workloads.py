@@ -8,7 +8,10 @@ A step is forward + loss + backward + an SGD step, float32, two threads:
 
 The two frameworks' steps are timed in turn within each repeat (interleaved), so that both
 see the same load on a shared machine; the table gives the medians. Prints one JSON line
-per measurement, then a table with the ratio memgrad / PyTorch.
+per measurement, then a table with the ratio memgrad / PyTorch: of the two medians, and
+paired (the median and quartiles of the ratios of the steps timed in the same repeat).
+The target is met when the paired ratios' upper quartile is at or below it, not met when
+their lower quartile is above it, and a tie otherwise: the run cannot tell.
 
 ``--by-op 12`` then profiles ``--repeats`` more steps of each workload and prints the 12
 ops that take the most time per step in each framework (memgrad's primitives, timed from the
@@ -26,11 +29,15 @@ from typing import Any
 from common import (
     by_op,
     emit,
-    interleaved,
+    interleaved_rounds,
     machine_info,
+    median,
+    paired_cell,
+    paired_ratio,
     print_by_op,
     table,
     torch_or_none,
+    verdict,
     workload_args,
 )
 
@@ -147,25 +154,31 @@ def main(argv: list[str] | None = None) -> int:
         fns = {"memgrad": memgrad_step(name, sizes)}
         if torch is not None:
             fns["pytorch"] = torch_step(torch, name, sizes)
-        times = interleaved(fns, args.repeats, args.warmup)
-        ours, theirs = times["memgrad"][1], times.get("pytorch", (None, None))[1]
+        rounds = interleaved_rounds(fns, args.repeats, args.warmup)
+        ours, ours_best = median(rounds["memgrad"]), min(rounds["memgrad"])
+        theirs = median(rounds["pytorch"]) if torch is not None else None
         ratio = ours / theirs if theirs else None
+        paired = paired_ratio(rounds["memgrad"], rounds["pytorch"]) if torch is not None \
+            else None
         emit({"bench": "workload", "workload": key, "model": name, "sizes": sizes,
-              "memgrad_s": round(ours, 4), "memgrad_best_s": round(times["memgrad"][0], 4),
+              "memgrad_s": round(ours, 4), "memgrad_best_s": round(ours_best, 4),
               "pytorch_s": theirs and round(theirs, 4),
-              "pytorch_best_s": theirs and round(times["pytorch"][0], 4),
-              "ratio": ratio and round(ratio, 3), "target_ratio": TARGETS[key],
-              "machine": machine})
+              "pytorch_best_s": theirs and round(min(rounds["pytorch"]), 4),
+              "ratio": ratio and round(ratio, 3),
+              "paired_ratio": paired and [round(r, 3) for r in paired],
+              "target_ratio": TARGETS[key], "machine": machine})
         rows.append([key, ours, theirs, None if ratio is None else f"{ratio:.2f}x",
+                     None if paired is None else paired_cell(paired),
                      f"{TARGETS[key]:.2f}x",
-                     "-" if ratio is None else ("met" if ratio <= TARGETS[key] else "not met")])
+                     "-" if paired is None else verdict(paired[1], paired[2], TARGETS[key])])
         if args.by_op:
             profiles.append((key, by_op(fns, torch, args.repeats, "workload_by_op", machine)))
     print()
     print(f"training step, seconds (median of {args.repeats}, interleaved with PyTorch's); "
           f"{machine['cpu']}, "
           f"{machine['cores']} cores, BLAS {machine['blas']}")
-    print(table(["workload", "memgrad", "pytorch", "ratio", "target", ""], rows))
+    print(table(["workload", "memgrad", "pytorch", "ratio", "paired [q1, q3]", "target", ""],
+                rows))
     if torch is None:
         print("pytorch: not installed, its column is skipped (a comparison only)")
     print_by_op(profiles, args.by_op)
