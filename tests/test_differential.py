@@ -85,7 +85,11 @@ def _small_causal_blocks_and_kernels():
     generator's short sequences, blocks of 2 rows make them skip some. The compiled
     elementwise kernels (relu, where, float32 exp) run from 16,384 elements, and batches of
     products as jobs on the helper threads (NOTE [ Products as jobs ]) from 2^20
-    multiply-adds: here on every size, so that the programs' small tensors take them too."""
+    multiply-adds: here on every size, so that the programs' small tensors take them too. A
+    3x3 convolution takes the Winograd path from 16 channels and 256 tiles (NOTE [ Winograd
+    convolution ]): here on every size too, its bias gradient then from the weight
+    gradient's op."""
+    import memgrad.ops.conv as conv_ops
     import memgrad.ops.elementwise as ew_ops
     import memgrad.ops.nn as nn_ops
     from memgrad.ops import parts
@@ -94,6 +98,9 @@ def _small_causal_blocks_and_kernels():
         patch.setattr(nn_ops, "CAUSAL_BLOCK", 2)
         patch.setattr(ew_ops, "_KERNEL_MIN", 0)
         patch.setattr(parts, "JOB_PARTS_MIN_MACS", 0)
+        patch.setattr(conv_ops, "_WINOGRAD_CHANNELS", (1, 1 << 30))
+        patch.setattr(conv_ops, "_WINOGRAD_MIN_TILES", (1, 1))
+        patch.setattr(conv_ops, "_WINOGRAD_MAX_BYTES", (1 << 60, 1 << 60))
         yield
 
 

@@ -22,7 +22,10 @@ gradient).
 * ``winograd_output``: ``out[co, 2ty + i, 2tx + j] = bias[co] + (A^T m_tile A)[i, j]`` from
   ``m[p, co*S + k]``; outputs past ``OH``/``OW`` are dropped.
 * ``winograd_grad``: ``mg[p, co*S + k] = (A g_tile A^T)[p]`` for the weight gradient's
-  ``g`` (CO, OH, OW); outputs past ``OH``/``OW`` read as 0.
+  ``g`` (CO, OH, OW); outputs past ``OH``/``OW`` read as 0. It also adds each channel's sum
+  of ``g``, in float64, into ``sums`` (CO,) when that has a value per channel (the bias
+  gradient, from the copy of ``g`` the transform reads anyway), and leaves an empty one
+  alone.
 
 The kernels are serial (NOTE [ Serial kernels ] in memgrad/ops/conv.py) and take no
 defaulted arguments.
@@ -32,6 +35,8 @@ import functools
 
 import numpy as np
 from numba import njit
+
+from memgrad._kernels.softmax import row_sum
 
 __all__ = ["BT", "G", "AT", "winograd_input", "winograd_output", "winograd_grad",
            "winograd_input_reference", "winograd_output_reference", "winograd_grad_reference"]
@@ -202,7 +207,7 @@ def winograd_output(m: np.ndarray, bias: np.ndarray, out: np.ndarray):
 
 
 @njit(cache=True, nogil=True)
-def _winograd_grad(g, mg, offsets, signs):
+def _winograd_grad(g, mg, offsets, signs, sums):
     co_, oh, ow = g.shape
     r, per = _grid(oh, ow)
     if mg.shape[0] != 16 or mg.shape[1] < co_ * per:
@@ -210,12 +215,16 @@ def _winograd_grad(g, mg, offsets, signs):
                          "ceil(OH/2), TW = ceil(OW/2), for g (CO, OH, OW)")
     if offsets.shape != (16, 4) or signs.shape != (16, 4):
         raise ValueError("winograd_grad: offsets and signs must be (16, 4)")
+    if sums.shape[0] != 0 and sums.shape[0] != co_:
+        raise ValueError("winograd_grad: sums must be empty or have one value per channel of g")
     # the four parities of g (zero past OH and OW, so the spares read 0) and a fifth of
     # zeros for the unused terms: every position is then one loop of four terms (loops of
     # one or two terms, picked per position, took twice as long)
     q = np.zeros(5 * per, dtype=g.dtype)
     for co in range(co_):
         _split(g[co], q, r, per, 0, 0)
+        if sums.shape[0] != 0:
+            sums[co] += row_sum(q[:4 * per])  # every element of g[co] once, and zeros
         for p in range(16):
             o = offsets[p]
             s0, s1, s2, s3 = signs[p, 0], signs[p, 1], signs[p, 2], signs[p, 3]
@@ -226,11 +235,15 @@ def _winograd_grad(g, mg, offsets, signs):
     return mg
 
 
-def winograd_grad(g: np.ndarray, mg: np.ndarray):
+_NO_SUMS = np.empty(0)
+
+
+def winograd_grad(g: np.ndarray, mg: np.ndarray, sums: np.ndarray = _NO_SUMS):
     """Fill ``mg`` (16, L), ``L >= CO*TH*(TW + 1)``, with the transformed 2x2 tiles of one
     sample's output gradient ``g`` (CO, OH, OW) (layout in the module docstring; outputs
-    past ``OH``/``OW`` and the spare entries read as 0); shapes are checked first
-    (ValueError). Returns ``mg``.
+    past ``OH``/``OW`` and the spare entries read as 0), and add each channel's sum of ``g``
+    into ``sums`` (CO,) float64 if given; shapes are checked first (ValueError). Returns
+    ``mg``.
 
     Example:
         >>> winograd_grad(np.ones((1, 1, 1)), np.empty((16, 2)))[:, 0].reshape(4, 4)
@@ -238,10 +251,14 @@ def winograd_grad(g: np.ndarray, mg: np.ndarray):
                [ 1.,  1.,  1.,  0.],
                [ 1.,  1.,  1.,  0.],
                [ 0.,  0.,  0.,  0.]])
+        >>> sums = np.zeros(2)
+        >>> _ = winograd_grad(np.ones((2, 3, 3)), np.empty((16, 12)), sums)
+        >>> sums
+        array([9., 9.])
     """
     th, tw = (g.shape[1] + 1) // 2, (g.shape[2] + 1) // 2
     offsets, signs = _terms("grad", tw + 1, th * (tw + 1), g.dtype)
-    return _winograd_grad(g, mg, offsets, signs)
+    return _winograd_grad(g, mg, offsets, signs, sums)
 
 
 def _tiles(a: np.ndarray, size: int, th: int, tw: int) -> np.ndarray:

@@ -414,7 +414,10 @@ def _conv2d_input_grad(args: list, params: dict, max_elements: int) -> tuple:
 
 def _conv2d_weight_grad(args: list, params: dict, max_elements: int) -> tuple:
     _arity(args, ("x", "g"))
-    _keys(params, ("weight_shape",) + _CONV_KEYS)
+    bias = params.get("bias", False)
+    if not isinstance(bias, bool):
+        raise ValueError(f"bias must be a bool, got {_describe(bias)}")
+    _keys(params, ("weight_shape",) + _CONV_KEYS + (("bias",) if "bias" in params else ()))
     x, g = _tensor(args, 0, "x", ndim=4), _tensor(args, 1, "g", ndim=4)
     _floating(x, "x")
     if g.dtype != x.dtype:
@@ -426,6 +429,8 @@ def _conv2d_weight_grad(args: list, params: dict, max_elements: int) -> tuple:
         raise ValueError(
             f"g must have shape {(x.shape[0], weight_shape[0], oh, ow)}, got {g.shape}"
         )
+    if bias:  # the weight gradient's elements, then the bias gradient's
+        return (math.prod(weight_shape) + weight_shape[0],), g.dtype
     return weight_shape, g.dtype
 
 

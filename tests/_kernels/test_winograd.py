@@ -83,6 +83,13 @@ def test_winograd_output_and_grad_match_numpy(layer, dtype, seed):
     np.testing.assert_allclose(_entries(mg, co, th, tw), winograd_grad_reference(g), rtol=tol,
                                atol=tol)
     assert (mg.reshape(16, co, th, tw + 1)[..., tw] == 0).all()  # the spares add nothing
+    # each channel's sum of g added into sums (the bias gradient), the tiles the same
+    sums = np.full(co, 0.5)
+    again = np.full((16, co * per), np.nan, dtype=dtype)
+    assert winograd_grad(g, again, sums) is again
+    np.testing.assert_array_equal(again, mg)
+    np.testing.assert_allclose(sums, 0.5 + g.astype(np.float64).sum(axis=(1, 2)), rtol=1e-12,
+                               atol=1e-12)
 
 
 @settings(max_examples=30, deadline=None)
@@ -117,6 +124,7 @@ def test_winograd_transforms_compose_into_the_convolution_and_its_weight_gradien
     ("output", ((16, 5), 1, (1, 4, 4)), "m must be"),
     ("output", ((16, 6), 2, (1, 4, 4)), "bias"),
     ("grad", ((1, 4, 4), (16, 5)), "mg must be"),
+    ("grad-sums", ((2, 4, 4), (16, 12), 3), "sums must be"),
 ])
 def test_winograd_kernels_check_their_shapes_first(kernel, args, match):
     """A shape that does not fit raises ValueError before anything is written."""
@@ -128,10 +136,17 @@ def test_winograd_kernels_check_their_shapes_first(kernel, args, match):
         ms, nb, outs = args
         written = np.full(outs, 7.0)
         call = lambda: winograd_output(np.zeros(ms), np.zeros(nb), written)  # noqa: E731
-    else:
+    elif kernel == "grad":
         gs, ms = args
         written = np.full(ms, 7.0)
         call = lambda: winograd_grad(np.zeros(gs), written)  # noqa: E731
+    else:
+        gs, ms, ns = args
+        written = np.full(ms, 7.0)
+        sums = np.full(ns, 7.0)
+        call = lambda: winograd_grad(np.zeros(gs), written, sums)  # noqa: E731
     with pytest.raises(ValueError, match=match):
         call()
     assert (written == 7.0).all()
+    if kernel == "grad-sums":
+        assert (sums == 7.0).all()

@@ -950,6 +950,16 @@ def _np_conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), gro
     return out if b is None else out + b[:, None, None]
 
 
+def _np_conv2d_weight_grad(x, g, kernel, padding):
+    """The weight gradient of a stride-1 convolution, groups 1: sum over samples and
+    outputs of ``g`` times the input window."""
+    (kh, kw), (ph, pw) = kernel, padding
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh, ow = g.shape[2:]
+    return np.stack([np.stack([np.einsum("nchw,nohw->oc", xp[:, :, i:i + oh, j:j + ow], g)
+                               for j in range(kw)], axis=-1) for i in range(kh)], axis=-2)
+
+
 def _np_max_pool2d(x, k, s, p=(0, 0), d=(1, 1)):
     n, c, h, w = x.shape
     xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=-np.inf)
@@ -1019,6 +1029,11 @@ case("conv2d_input_grad", "groups-dilation", inputs(normal(1, 4, 3, 5), normal(4
 case("conv2d_weight_grad", "stride-pad", inputs(normal(2, 3, 6, 6), normal(2, 4, 3, 3)),
      lambda x, g: P("conv2d_weight_grad")(x, g, weight_shape=(4, 3, 3, 3), stride=(2, 2),
                                           padding=(1, 1), dilation=(1, 1), groups=1))
+case("conv2d_weight_grad", "with-bias", inputs(normal(2, 3, 5, 6), normal(2, 4, 5, 6)),
+     lambda x, g: P("conv2d_weight_grad")(x, g, weight_shape=(4, 3, 3, 3), stride=(1, 1),
+                                          padding=(1, 1), dilation=(1, 1), groups=1, bias=True),
+     lambda x, g: np.concatenate([_np_conv2d_weight_grad(x, g, (3, 3), (1, 1)).reshape(-1),
+                                  g.sum(axis=(0, 2, 3))]))
 case("conv2d_weight_grad", "groups-dilation", inputs(normal(1, 2, 5, 5), normal(1, 4, 3, 5)),
      lambda x, g: P("conv2d_weight_grad")(x, g, weight_shape=(4, 1, 2, 2), stride=(1, 1),
                                           padding=(0, 1), dilation=(2, 2), groups=2))

@@ -442,6 +442,23 @@ def _linear_code(n, p):
     return f"F.linear({n[0]}, {n[1]}, {bias})"
 
 
+def _conv2d_np(a, p):
+    x, w = a[0], a[1]
+    k, pad = w.shape[2], p["padding"]
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))
+    out = np.einsum("nchwij,ocij->nohw", win, w)
+    return _arr(out + a[2][:, None, None] if len(a) > 2 else out)
+
+
+def _conv2d_mg(a, p):
+    return F.conv2d(a[0], a[1], a[2] if len(a) > 2 else None, padding=p["padding"])
+
+
+def _conv2d_code(n, p):
+    return f"F.conv2d({n[0]}, {n[1]}, {n[2] if len(n) > 2 else 'None'}, padding={p['padding']})"
+
+
 def _setitem_index_np(args, p):
     if p["kind"] == "basic":
         return _np_basic(p["index"]), args[1:]
@@ -686,6 +703,7 @@ OPS: dict[str, OpSpec] = {
     "matmul": OpSpec(lambda a, p: _arr(np.matmul(a[0], a[1])), lambda a, p: a[0] @ a[1],
                      lambda n, p: f"{n[0]} @ {n[1]}"),
     "linear": OpSpec(_linear_np, _linear_mg, _linear_code),
+    "conv2d": OpSpec(_conv2d_np, _conv2d_mg, _conv2d_code),
     "softmax": OpSpec(lambda a, p: np.exp(_np_log_softmax(a[0], p["dim"])),
                       lambda a, p: F.softmax(a[0], dim=p["dim"]),
                       lambda n, p: f"F.softmax({n[0]}, dim={p['dim']})"),
@@ -1443,6 +1461,33 @@ def _mk_linear(g: _Gen) -> bool:
     return True
 
 
+def _mk_conv2d(g: _Gen) -> bool:
+    """``F.conv2d`` of an (N, C, H, W) register with a square kernel of 1 to 3, stride 1, no
+    padding or one, with or without a bias (a 3x3 kernel takes the Winograd path in the
+    differential test, which lowers its thresholds)."""
+    def fits(r: int) -> bool:
+        s = g.shape(r)
+        return len(s) == 4 and min(s) >= 1
+
+    x = g.pick(pred=fits)
+    if x is None:  # a register as one sample of C channels: (1, C, H, W)
+        a = g.pick(pred=lambda r: g.np[r].size >= 1)
+        if a is None:
+            return False
+        shape = g.choose([(1,) + s for s in _shapes_of_size(g.np[a].size) if len(s) == 3])
+        x = g.emit("reshape", (a,), {"shape": shape, "how": "reshape"})
+    n, c, h, w = g.shape(x)
+    k, pad, co = g.integer(1, 3), g.integer(0, 1), g.integer(1, 3)
+    oh, ow = h + 2 * pad - k + 1, w + 2 * pad - k + 1
+    if min(oh, ow) < 1 or n * co * oh * ow > MAX_ELEMS:
+        return False
+    args = [x, g.partner((co, c, k, k), lambda r: g.shape(r) == (co, c, k, k))]
+    if g.flag():
+        args.append(g.partner((co,), lambda r: g.shape(r) == (co,)))
+    g.emit("conv2d", tuple(args), {"padding": pad})
+    return True
+
+
 def _mk_attention(g: _Gen) -> bool:
     """Self-attention of one value (query, key and value alike), causal or not."""
     a = g.pick(pred=lambda r: g.np[r].ndim >= 2)
@@ -1796,7 +1841,8 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
      ("amin", _mk_reduce("amin")), ("max_dim", _mk_reduce("max_dim")),
      ("min_dim", _mk_reduce("min_dim")), ("var", _mk_reduce("var")),
      ("std", _mk_reduce("std")), ("logsumexp", _mk_reduce("logsumexp"))],
-    [("matmul", _mk_matmul), ("linear", _mk_linear), ("softmax", _mk_softmax("softmax")),
+    [("matmul", _mk_matmul), ("linear", _mk_linear), ("conv2d", _mk_conv2d),
+     ("softmax", _mk_softmax("softmax")),
      ("log_softmax", _mk_softmax("log_softmax")), ("layer_norm", _mk_layer_norm),
      ("attention", _mk_attention), ("self_attention", _mk_self_attention)],
     [("batch_norm", _mk_channel_norm("batch_norm")),

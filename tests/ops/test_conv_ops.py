@@ -748,3 +748,47 @@ def test_winograd_convolution_in_batch_parts(monkeypatch):
                                atol=1e-12)
     assert any(name.startswith("memgrad-parts") for name, _ in calls)
     stop_helpers()
+
+
+def test_conv2d_bias_gradient_comes_with_the_winograd_weight_gradient(monkeypatch):
+    """With the weight and the bias both needing gradients, conv2d's backward on the Winograd
+    path runs one conv2d_weight_grad for both, the bias gradient summed from the copy of
+    ``g`` the transform reads anyway (no sum of ``g`` on its own): ``g`` summed over all but
+    its channels in float64 and rounded once; the weight gradient as without the bias."""
+    _force_winograd(monkeypatch)
+    taken = _spy(monkeypatch, ["_weight_grad_winograd"])
+
+    def no_sum(*args, **kwargs):
+        raise AssertionError("the bias gradient was summed on its own")
+
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((3, 4, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((5, 4, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    g = rng.standard_normal((3, 5, 7, 6)).astype(np.float32)
+    ts = [mg.tensor(a, requires_grad=True) for a in (x, w, b)]
+    without_bias = [mg.tensor(a, requires_grad=True) for a in (x, w)]
+    conv2d(*without_bias, padding=1).backward(mg.tensor(g))
+    monkeypatch.setattr(conv_ops, "_sum", no_sum)
+    conv2d(*ts, padding=1).backward(mg.tensor(g))
+    assert taken == ["_weight_grad_winograd"] * 2
+    np.testing.assert_array_equal(ts[2].grad.numpy(),
+                                  g.astype(np.float64).sum(axis=(0, 2, 3)).astype(np.float32))
+    np.testing.assert_array_equal(ts[1].grad.numpy(), without_bias[1].grad.numpy())
+    np.testing.assert_array_equal(ts[0].grad.numpy(), without_bias[0].grad.numpy())
+    assert ts[1].grad.numpy().flags.c_contiguous and ts[1].grad.numpy().base is None
+
+
+def test_conv2d_bias_gradient_off_the_winograd_path_is_its_own_sum(monkeypatch):
+    """Off the Winograd path (whose weight gradient can outgrow ``g``) the bias gradient stays
+    a sum of ``g`` on its own, and the weight gradient is not copied out of a joint array."""
+    monkeypatch.setattr(conv_ops.WINOGRAD, "enabled", False)
+    sums = []
+    real = conv_ops._sum
+    monkeypatch.setattr(conv_ops, "_sum", lambda *a, **k: sums.append(k) or real(*a, **k))
+    rng = np.random.default_rng(32)
+    ts = [mg.tensor(rng.standard_normal(s), requires_grad=True)
+          for s in ((2, 3, 5, 5), (4, 3, 3, 3), (4,))]
+    conv2d(*ts, padding=1).backward(mg.ones(2, 4, 5, 5))
+    assert sums == [{"dim": (0, 2, 3)}]
+    np.testing.assert_allclose(ts[2].grad.numpy(), np.full(4, 50.0))
