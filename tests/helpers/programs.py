@@ -41,6 +41,7 @@ import memgrad as mg
 import memgrad.nn.functional as F
 from memgrad.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 from memgrad.checkpoint import policy as ckpt_policy
+from tests.helpers.op_samples import _np_conv2d
 
 __all__ = [
     "BIG",
@@ -443,12 +444,8 @@ def _linear_code(n, p):
 
 
 def _conv2d_np(a, p):
-    x, w = a[0], a[1]
-    k, pad = w.shape[2], p["padding"]
-    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))
-    out = np.einsum("nchwij,ocij->nohw", win, w)
-    return _arr(out + a[2][:, None, None] if len(a) > 2 else out)
+    pad = (p["padding"],) * 2
+    return _np_conv2d(a[0], a[1], a[2] if len(a) > 2 else None, padding=pad)
 
 
 def _conv2d_mg(a, p):
