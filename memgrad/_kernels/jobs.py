@@ -8,8 +8,9 @@ A row's words: the kernel (an index into ``KERNELS``), whether the arrays are fl
 float32), the part's rows ``[lo, hi)``, the elements in a row (1 for an element-wise
 kernel, whose rows are its elements), the addresses of the two inputs and the output (each
 C-contiguous, its row 0 at that address; a kernel of one input reads only the first), the
-scale of the softmax and squared error kernels (a float64, its bits), the causal block of
-the softmax forward (0 for none) and, last, the id of the thread that ran the part. The
+scale of the attention softmax and squared error kernels (a float64, its bits), the causal
+block of the attention softmax forward (0 for none) and, last, the id of the thread that
+ran the part. The
 job checks nothing: its caller checks the arrays before it writes their addresses. Each
 part is one call of the kernel on its rows, so a result does not depend on the split where
 the kernel's rows (or elements) are independent, as they are for every kernel here.
@@ -35,18 +36,27 @@ from memgrad._kernels.activation import (
 )
 from memgrad._kernels.handoff import _thread_self
 from memgrad._kernels.loss import squared_error_grad_into
-from memgrad._kernels.softmax import scaled_softmax_backward_into, scaled_softmax_forward_into
+from memgrad._kernels.softmax import (
+    log_softmax_backward_into,
+    log_softmax_forward_into,
+    scaled_softmax_backward_into,
+    scaled_softmax_forward_into,
+    softmax_backward_into,
+    softmax_forward_into,
+)
 
 __all__ = ["KERNELS", "JOB_WORDS", "W_KERNEL", "W_DOUBLE", "W_LO", "W_HI", "W_COLS", "W_A",
            "W_B", "W_C", "W_SCALE", "W_CAUSAL", "W_THREAD", "KERNEL_JOB", "KERNEL_INDEX",
            "kernel_parts"]
 
 # the kernels a job runs, by index (the kernels of two inputs after those of one)
-KERNELS = (relu_into, gelu_into, gelu_tanh_into, exp_into, relu_backward_into,
-           gelu_backward_into, gelu_tanh_backward_into, squared_error_grad_into,
-           scaled_softmax_forward_into, scaled_softmax_backward_into)
-(_RELU, _GELU, _GELU_TANH, _EXP, _RELU_BACKWARD, _GELU_BACKWARD, _GELU_TANH_BACKWARD,
- _SQUARED_ERROR_GRAD, _SOFTMAX, _SOFTMAX_BACKWARD) = range(len(KERNELS))
+KERNELS = (relu_into, gelu_into, gelu_tanh_into, exp_into, softmax_forward_into,
+           log_softmax_forward_into, relu_backward_into, gelu_backward_into,
+           gelu_tanh_backward_into, squared_error_grad_into, scaled_softmax_forward_into,
+           scaled_softmax_backward_into, softmax_backward_into, log_softmax_backward_into)
+(_RELU, _GELU, _GELU_TANH, _EXP, _ROW_SOFTMAX, _ROW_LOG_SOFTMAX, _RELU_BACKWARD,
+ _GELU_BACKWARD, _GELU_TANH_BACKWARD, _SQUARED_ERROR_GRAD, _SOFTMAX, _SOFTMAX_BACKWARD,
+ _ROW_SOFTMAX_BACKWARD, _ROW_LOG_SOFTMAX_BACKWARD) = range(len(KERNELS))
 KERNEL_INDEX = {kernel: i for i, kernel in enumerate(KERNELS)}
 
 # a part's words, in this order (kernel_parts writes its rows so)
@@ -96,6 +106,16 @@ def _run(kernel, rows, cols, a, b, c, scale, causal):
     elif kernel == _SOFTMAX_BACKWARD:
         scaled_softmax_backward_into(a.reshape((rows, cols)), b.reshape((rows, cols)), scale,
                                      c.reshape((rows, cols)))
+    elif kernel == _ROW_SOFTMAX:
+        softmax_forward_into(a.reshape((rows, cols)), c.reshape((rows, cols)))
+    elif kernel == _ROW_LOG_SOFTMAX:
+        log_softmax_forward_into(a.reshape((rows, cols)), c.reshape((rows, cols)))
+    elif kernel == _ROW_SOFTMAX_BACKWARD:
+        softmax_backward_into(a.reshape((rows, cols)), b.reshape((rows, cols)),
+                              c.reshape((rows, cols)))
+    elif kernel == _ROW_LOG_SOFTMAX_BACKWARD:
+        log_softmax_backward_into(a.reshape((rows, cols)), b.reshape((rows, cols)),
+                                  c.reshape((rows, cols)))
 
 
 @cfunc(types.void(types.int32, types.voidptr, types.int32), cache=True)

@@ -3,11 +3,11 @@ softmax of attention (``scaled_softmax_*``), and the vectorizable ``exp`` they (
 cross-entropy kernels) are built on.
 
 Every kernel takes C-contiguous (N, D) float32 or float64 arrays and works on each row
-independently, returning a new (N, D) array of the input's dtype (the
-``scaled_softmax_*_into`` forms write into a given ``out`` instead, so that parts of the
-rows can run on several threads). Sums accumulate in float64; the element-wise arithmetic
-after them runs in the input's dtype (``x.dtype.type(s)``), so that float32 rows fill eight
-SIMD lanes, not four. A row that is all ``-inf`` gives NaN, as in PyTorch.
+independently, returning a new (N, D) array of the input's dtype (the ``*_into`` forms
+write into a given ``out`` instead, so that parts of the rows can run on several threads).
+Sums accumulate in float64; the element-wise arithmetic after them runs in the input's
+dtype (``x.dtype.type(s)``), so that float32 rows fill eight SIMD lanes, not four. A row
+that is all ``-inf`` gives NaN, as in PyTorch.
 
 Why they are fast: one pass per row over data that stays in cache replaces NumPy's four to
 six passes over the whole array, each with a temporary (``*_reference`` are those NumPy
@@ -38,6 +38,10 @@ __all__ = [
     "log_softmax_forward",
     "softmax_backward",
     "log_softmax_backward",
+    "softmax_forward_into",
+    "log_softmax_forward_into",
+    "softmax_backward_into",
+    "log_softmax_backward_into",
     "scaled_softmax_forward",
     "scaled_softmax_backward",
     "scaled_softmax_forward_into",
@@ -264,11 +268,17 @@ def _row_dot(u, v):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def softmax_forward(x):
-    """``exp(x - max) / sum(exp(x - max))`` along each row."""
-    out = np.empty_like(x)
+def _check_shapes(x, out):
+    if out.shape != x.shape:
+        raise ValueError("softmax kernel: out (and g) must have the input's shape")
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def softmax_forward_into(x, out):
+    """``out = exp(x - max) / sum(exp(x - max))`` along each row."""
+    _check_shapes(x, out)
     if x.shape[1] == 0:
-        return out
+        return
     for i in range(x.shape[0]):
         m = row_max(x[i])
         for j in range(x.shape[1]):
@@ -276,15 +286,22 @@ def softmax_forward(x):
         inv = x.dtype.type(1.0 / row_sum(out[i]))
         for j in range(x.shape[1]):
             out[i, j] *= inv
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def softmax_forward(x):
+    """``exp(x - max) / sum(exp(x - max))`` along each row."""
+    out = np.empty_like(x)
+    softmax_forward_into(x, out)
     return out
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def log_softmax_forward(x):
-    """``x - logsumexp(x)`` along each row."""
-    out = np.empty_like(x)
+def log_softmax_forward_into(x, out):
+    """``out = x - logsumexp(x)`` along each row."""
+    _check_shapes(x, out)
     if x.shape[1] == 0:
-        return out
+        return
     e = np.empty(x.shape[1], dtype=x.dtype)  # one row's exp, in L1 cache
     for i in range(x.shape[0]):
         m = row_max(x[i])
@@ -293,28 +310,51 @@ def log_softmax_forward(x):
         lse = x.dtype.type(np.float64(m) + math.log(row_sum(e)))
         for j in range(x.shape[1]):
             out[i, j] = x[i, j] - lse
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def log_softmax_forward(x):
+    """``x - logsumexp(x)`` along each row."""
+    out = np.empty_like(x)
+    log_softmax_forward_into(x, out)
     return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def softmax_backward_into(g, y, out):
+    """``out = y * (g - sum(g * y))`` along each row, for ``y = softmax(x)``."""
+    _check_shapes(y, g)
+    _check_shapes(y, out)
+    for i in range(g.shape[0]):
+        s = g.dtype.type(_row_dot(g[i], y[i]))
+        for j in range(g.shape[1]):
+            out[i, j] = y[i, j] * (g[i, j] - s)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def softmax_backward(g, y):
     """``y * (g - sum(g * y))`` along each row, for ``y = softmax(x)``."""
     out = np.empty_like(g)
-    for i in range(g.shape[0]):
-        s = g.dtype.type(_row_dot(g[i], y[i]))
-        for j in range(g.shape[1]):
-            out[i, j] = y[i, j] * (g[i, j] - s)
+    softmax_backward_into(g, y, out)
     return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def log_softmax_backward_into(g, y, out):
+    """``out = g - exp(y) * sum(g)`` along each row, for ``y = log_softmax(x)``."""
+    _check_shapes(y, g)
+    _check_shapes(y, out)
+    for i in range(g.shape[0]):
+        s = g.dtype.type(row_sum(g[i]))
+        for j in range(g.shape[1]):
+            out[i, j] = g[i, j] - fast_exp(y[i, j]) * s
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def log_softmax_backward(g, y):
     """``g - exp(y) * sum(g)`` along each row, for ``y = log_softmax(x)``."""
     out = np.empty_like(g)
-    for i in range(g.shape[0]):
-        s = g.dtype.type(row_sum(g[i]))
-        for j in range(g.shape[1]):
-            out[i, j] = g[i, j] - fast_exp(y[i, j]) * s
+    log_softmax_backward_into(g, y, out)
     return out
 
 

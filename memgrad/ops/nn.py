@@ -39,7 +39,7 @@ from memgrad.ops.elementwise import (
 from memgrad.ops.elementwise import relu as _relu
 from memgrad.ops.inplace import _inplace, relu_
 from memgrad.ops.movement import cat, index_scatter
-from memgrad.ops.reduce import log_softmax, mean, softmax, sum_to
+from memgrad.ops.reduce import SOFTMAX_COST, log_softmax, mean, softmax, sum_to
 from memgrad.ops.registry import primitive
 from memgrad.random import generator
 from memgrad.tensor import Tensor
@@ -81,7 +81,8 @@ def _check_float(input: Tensor, api: str) -> None:
 # NOTE [ Row parts ]
 # The kernels stay serial (NOTE [ Serial kernels ] in ops/conv.py); the transformer's
 # kernel-backed primitives (gelu and gelu_backward, layer_norm and its two backward
-# primitives, attention_softmax and its backward) and relu_backward run them on contiguous
+# primitives, attention_softmax and its backward, softmax and log_softmax and their
+# backward primitives in ops/reduce.py) and relu_backward run them on contiguous
 # parts of their rows or elements instead, one part per BLAS thread with the helper
 # threads of ``in_parts`` (NOTE [ Batch parts ] in ops/parts.py), each kernel writing its
 # part of one output (``*_into`` kernels): PyTorch runs these ops on every core, and at
@@ -89,8 +90,8 @@ def _check_float(input: Tensor, api: str) -> None:
 # whole rows, whole attention matrices (the causal mask counts rows within a matrix) and
 # whole 64-row chunks of the layer norm weight gradient, whose chunk sums are added in
 # order after, so every result is bitwise that of one kernel call. Where the hand-off is set
-# up, the GELU, relu and softmax kernels' parts run as compiled jobs without the GIL
-# instead (NOTE [ Kernels as jobs ] in ops/parts.py).
+# up, the GELU, relu and softmax kernels' parts (the row softmax and log_softmax too) run
+# as compiled jobs without the GIL instead (NOTE [ Kernels as jobs ] in ops/parts.py).
 
 
 def _rows_in_parts(blocks: int, rows_per_block: int, cost: int, work: Any) -> None:
@@ -1007,7 +1008,6 @@ def _softmax_rows(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
-_SOFTMAX_COST = 32  # an element of the softmax kernels, in multiply-adds (for in_parts)
 
 
 @primitive("attention_softmax", saves={"out": (0,)}, kind="reduce")
@@ -1022,7 +1022,7 @@ def _attention_softmax(scores, *, scale, causal):
     if rows.size:
         block = scores.shape[-2] if causal else 1  # parts hold whole matrices
         parts.kernel_in_parts(scaled_softmax_forward_into, rows.shape[0] // block, block,
-                              rows.size * _SOFTMAX_COST, (rows,), out, scale,
+                              rows.size * SOFTMAX_COST, (rows,), out, scale,
                               block if causal else 0)
     return out.reshape(scores.shape)
 
@@ -1043,7 +1043,7 @@ def attention_softmax_backward(g, y, *, scale):
     out = np.empty(yr.shape, dtype=dtype)
     if gr.size:
         parts.kernel_in_parts(scaled_softmax_backward_into, yr.shape[0], 1,
-                              yr.size * _SOFTMAX_COST, (gr, yr), out, scale)
+                              yr.size * SOFTMAX_COST, (gr, yr), out, scale)
     return out.reshape(y.shape)
 
 

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from memgrad.ops import parts
 from memgrad.ops.elementwise import where
 from memgrad.ops.registry import primitive, public
 from memgrad.tensor import Tensor
@@ -267,26 +268,38 @@ def _shift(input: Tensor, dims) -> Tensor:
 # Both forwards save only their output.
 
 
-def _along_rows(kernel, dim: int, *arrays: np.ndarray) -> np.ndarray:
-    """Run a row-wise (N, D) kernel along axis ``dim``: that axis moved last and the others
-    flattened into rows (a copy unless ``dim`` is already last and the data contiguous).
-    The result is C-contiguous, as PyTorch's is (so that ``.view`` of it works)."""
+# an element of the softmax kernels, in multiply-adds (for kernel_in_parts): rows of at
+# least 2**18 elements run in parts (NOTE [ Row parts ] in ops/nn.py)
+SOFTMAX_COST = 32
+
+
+def _along_rows(kernel_into, dim: int, *arrays: np.ndarray) -> np.ndarray:
+    """Run a row-wise (N, D) kernel that writes into its last argument along axis ``dim``:
+    that axis moved last and the others flattened into rows (a copy unless ``dim`` is
+    already last and the data contiguous), in parts of the rows when there are enough
+    (``parts.kernel_in_parts``: each part is one kernel call on its rows, so the result does
+    not depend on the split). The result is C-contiguous, as PyTorch's is (so that ``.view``
+    of it works)."""
     dtype = np.result_type(*arrays)
     if arrays[0].ndim == 0:
-        return kernel(*(np.asarray(a, dtype=dtype).reshape(1, 1) for a in arrays)).reshape(())
+        out = np.empty((1, 1), dtype)
+        kernel_into(*(np.asarray(a, dtype=dtype).reshape(1, 1) for a in arrays), out)
+        return out.reshape(())
     moved = [np.moveaxis(a, dim, -1) for a in arrays]
     shape = moved[0].shape
     if moved[0].size == 0:  # no rows, or rows of length 0 (PyTorch returns the empty tensor)
         return np.zeros(arrays[0].shape, dtype=dtype)
-    rows = [np.ascontiguousarray(m, dtype=dtype).reshape(-1, shape[-1]) for m in moved]
-    return np.ascontiguousarray(np.moveaxis(kernel(*rows).reshape(shape), -1, dim))
+    rows = tuple(np.ascontiguousarray(m, dtype=dtype).reshape(-1, shape[-1]) for m in moved)
+    out = np.empty(rows[0].shape, dtype)
+    parts.kernel_in_parts(kernel_into, out.shape[0], 1, out.size * SOFTMAX_COST, rows, out)
+    return np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, dim))
 
 
 @primitive("softmax", saves={"out": (0,)}, kind="reduce")
 def _softmax(x, *, dim):
-    from memgrad._kernels.softmax import softmax_forward
+    from memgrad._kernels.softmax import softmax_forward_into
 
-    return _along_rows(softmax_forward, dim, x)
+    return _along_rows(softmax_forward_into, dim, x)
 
 
 @_softmax.vjp
@@ -298,7 +311,7 @@ def _(g, out, needs, x, dim):
 def softmax_backward(g, y, *, dim):
     """``y * (g - sum(g * y, dim))``: the VJP of ``y = softmax(x, dim)``, in one op;
     itself differentiable."""
-    from memgrad._kernels.softmax import softmax_backward as kernel
+    from memgrad._kernels.softmax import softmax_backward_into as kernel
 
     return _along_rows(kernel, dim, g, y)
 
@@ -315,9 +328,9 @@ def _(gg, out, needs, g, y, dim):
 
 @primitive("log_softmax", saves={"out": (0,)}, kind="reduce")
 def _log_softmax(x, *, dim):
-    from memgrad._kernels.softmax import log_softmax_forward
+    from memgrad._kernels.softmax import log_softmax_forward_into
 
-    return _along_rows(log_softmax_forward, dim, x)
+    return _along_rows(log_softmax_forward_into, dim, x)
 
 
 @_log_softmax.vjp
@@ -329,7 +342,7 @@ def _(g, out, needs, x, dim):
 def log_softmax_backward(g, y, *, dim):
     """``g - exp(y) * sum(g, dim)``: the VJP of ``y = log_softmax(x, dim)``, in one op;
     itself differentiable."""
-    from memgrad._kernels.softmax import log_softmax_backward as kernel
+    from memgrad._kernels.softmax import log_softmax_backward_into as kernel
 
     return _along_rows(kernel, dim, g, y)
 

@@ -82,6 +82,25 @@ def test_empty_rows():
     assert S.log_softmax_forward(x).shape == (3, 0)
 
 
+def test_into_forms_write_what_the_kernels_return_and_check_shapes():
+    rng = np.random.default_rng(3)
+    x, g = rng.standard_normal((2, 5, 7)).astype(np.float32)
+    cases = ((S.softmax_forward_into, S.softmax_forward, (x,)),
+             (S.log_softmax_forward_into, S.log_softmax_forward, (x,)),
+             (S.softmax_backward_into, S.softmax_backward, (g, S.softmax_forward(x))),
+             (S.log_softmax_backward_into, S.log_softmax_backward,
+              (g, S.log_softmax_forward(x))))
+    for into, whole, inputs in cases:
+        out = np.full_like(x, 7.0)
+        into(*inputs, out)
+        np.testing.assert_array_equal(out, whole(*inputs))
+        with pytest.raises(ValueError, match="shape"):  # checked before any row is read
+            into(*inputs, np.empty((5, 6), np.float32))
+        if len(inputs) == 2:
+            with pytest.raises(ValueError, match="shape"):
+                into(inputs[0][:4], inputs[1], np.empty_like(x))
+
+
 @njit
 def _exp_all(y):
     out = np.empty_like(y)

@@ -469,6 +469,15 @@ def _kernel_case(kernel, dtype):
     if kernel is softmax.scaled_softmax_backward_into:
         y = softmax.scaled_softmax_forward(x, 0.5, 8)
         return (g, y), {"scale": 0.5}, softmax.scaled_softmax_backward(g, y, 0.5)
+    rows = {softmax.softmax_forward_into: (softmax.softmax_forward, (x,)),
+            softmax.log_softmax_forward_into: (softmax.log_softmax_forward, (x,)),
+            softmax.softmax_backward_into: (softmax.softmax_backward,
+                                            (g, softmax.softmax_forward(x))),
+            softmax.log_softmax_backward_into: (softmax.log_softmax_backward,
+                                                (g, softmax.log_softmax_forward(x)))}
+    if kernel in rows:
+        whole, inputs = rows[kernel]
+        return inputs, {}, whole(*inputs)
     if kernel is loss.squared_error_grad_into:
         inputs = (x.reshape(-1), g.reshape(-1))
         return inputs, {"scale": 0.75}, loss.squared_error_grad_reference(*inputs, 0.75)

@@ -170,6 +170,31 @@ def test_softmax_and_log_softmax_match_formula(dim):
     check(lambda x: F.log_softmax(x, dim), leaf(3, 4, 2))
 
 
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_softmax_of_a_large_tensor_in_parts_equals_one_kernel_call(dim, monkeypatch):
+    # rows enough to run in parts on several threads (NOTE [ Row parts ]); each part is one
+    # kernel call on its rows, so the result is the one of a single call
+    from memgrad._kernels import softmax as S
+    from memgrad.ops import parts
+
+    sizes = []
+    real = parts.kernel_in_parts
+    monkeypatch.setattr(parts, "kernel_in_parts",
+                        lambda kernel, blocks, *a: sizes.append(a[1]) or real(kernel, blocks, *a))
+    x, g = rand(600, 700, dtype=np.float32), rand(600, 700, seed=1, dtype=np.float32)
+    rows = np.ascontiguousarray(np.moveaxis(x, dim, -1))
+    grows = np.ascontiguousarray(np.moveaxis(g, dim, -1))
+    for op, fwd, bwd in ((F.softmax, S.softmax_forward, S.softmax_backward),
+                         (F.log_softmax, S.log_softmax_forward, S.log_softmax_backward)):
+        t = T(x, requires_grad=True)
+        y = op(t, dim)
+        y.backward(T(g))
+        want = fwd(rows)
+        np.testing.assert_array_equal(y.numpy(), np.moveaxis(want, -1, dim))
+        np.testing.assert_array_equal(t.grad.numpy(), np.moveaxis(bwd(grows, want), -1, dim))
+    assert len(sizes) == 4 and min(sizes) >= parts.PARTS_MIN_MACS
+
+
 def test_softmax_masked_entries_and_float32():
     x = np.array([[0.0, -np.inf, 1.0], [-np.inf, -np.inf, 5.0]], dtype=np.float32)
     y = F.softmax(T(x), -1)
