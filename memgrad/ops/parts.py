@@ -146,7 +146,7 @@ import numpy as np
 
 __all__ = ["PARTS_MIN_MACS", "PRODUCT_PARTS_MIN_MACS", "JOB_PARTS_MIN_MACS", "ROW_ALIGN",
            "Parts", "in_parts", "rows_in_parts", "rows_product", "products_in_parts",
-           "kernel_in_parts", "kernel_as_jobs", "Gemm"]
+           "kernel_in_parts", "kernel_as_jobs", "Gemm", "add_rows"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
@@ -207,6 +207,8 @@ class Parts:
 
     set_local: object = False  # not looked up yet
     gemms: dict | None = None  # dtype -> cblas_?gemm or None, looked up on first use
+    gers: dict | None = None  # dtype -> cblas_?ger or None, looked up on first use
+    ones: dict = {}  # dtype -> a read-only vector of ones (the longest asked for yet)
     gemm_at: dict | None = None  # dtype -> the address of its cblas_?gemm, where there is one
     layouts: dict = {}  # the words of _product_row by layout (None: it does not fit)
     helpers: list | None = None  # the _Helper threads, k - 1 of them
@@ -760,6 +762,52 @@ def _gemms() -> dict:
         Parts.gemms = {np.dtype(np.float32): _find_gemm("s", ctypes.c_float),
                        np.dtype(np.float64): _find_gemm("d", ctypes.c_double)}
     return Parts.gemms
+
+
+def _find_ger(letter: str, scalar: Any) -> Any:
+    """``cblas_<letter>ger`` of NumPy's bundled OpenBLAS with 64-bit integers, or None."""
+    fn = _openblas_symbol(f"scipy_cblas_{letter}ger64_", f"cblas_{letter}ger64_")
+    if fn is not None:
+        i64, ptr, enum = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+        fn.argtypes = [enum, i64, i64, scalar, ptr, i64, ptr, i64, ptr, i64]
+        fn.restype = None
+    return fn
+
+
+def _ones(n: int, dtype: np.dtype) -> np.ndarray:
+    """A read-only vector of ``n`` ones of ``dtype`` (a view of one kept per dtype)."""
+    ones = Parts.ones.get(dtype)
+    if ones is None or ones.shape[0] < n:
+        ones = np.ones(max(n, 1024), dtype)
+        ones.flags.writeable = False
+        Parts.ones[dtype] = ones
+    return ones[:n]
+
+
+def add_rows(out: np.ndarray, v: np.ndarray) -> None:
+    """``out += v`` on every row of the matrix ``out``: a linear layer's bias added after
+    its product (NOTE [ Bias after the product ] in ops/nn.py). For a C-contiguous float32
+    or float64 ``out`` and a contiguous ``v`` of its dtype, through BLAS's rank-1 update
+    ``out += 1 v^T`` (``cblas_?ger``, which OpenBLAS splits over its threads as it does a
+    product); otherwise NumPy's ``+=``. Either way each element is ``out + v`` rounded once.
+
+    Example:
+        >>> out = np.zeros((2, 3), np.float32)
+        >>> add_rows(out, np.arange(3, dtype=np.float32)); out.tolist()
+        [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]
+    """
+    if Parts.gers is None:
+        Parts.gers = {np.dtype(np.float32): _find_ger("s", ctypes.c_float),
+                      np.dtype(np.float64): _find_ger("d", ctypes.c_double)}
+    fn = Parts.gers.get(out.dtype)
+    if fn is None or out.ndim != 2 or v.shape != out.shape[1:] or v.dtype != out.dtype \
+            or not (out.flags.c_contiguous and out.flags.writeable and v.flags.c_contiguous) \
+            or 0 in out.shape or np.may_share_memory(out, v):
+        out += v
+        return
+    m, n = out.shape
+    fn(_ROW_MAJOR, m, n, 1.0, _ones(m, out.dtype).ctypes.data, 1, v.ctypes.data, 1,
+       out.ctypes.data, n)
 
 
 def _gemm_addresses() -> dict:

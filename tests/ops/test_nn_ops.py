@@ -62,6 +62,15 @@ def test_linear_matches_numpy_and_gradchecks(lead):
     check(lambda x, w: F.linear(x, w), T(x, True), T(w, True))
 
 
+def test_linear_with_its_bias_added_after_the_product_gradchecks(monkeypatch):
+    from memgrad.ops import nn as ops_nn
+
+    monkeypatch.setattr(ops_nn, "BIAS_AFTER_MIN", 0)
+    monkeypatch.setattr(ops_nn, "GEMM_MIN_MACS", 0)  # every size takes the BLAS path
+    check(lambda x, w, b: F.linear(x, w, b), leaf(2, 3, 4), leaf(5, 4, seed=1),
+          leaf(5, seed=2))
+
+
 def test_linear_keeps_float32_and_saves_only_what_backward_needs():
     x, w = T(rand(8, 4, dtype=np.float32)), T(rand(3, 4, dtype=np.float32))
     assert F.linear(x, w).dtype == np.float32
@@ -584,11 +593,20 @@ def test_attention_with_a_bool_mask_and_errors():
         F.scaled_dot_product_attention(T(q), T(k), T(rand(4, 2)))
 
 
+@pytest.mark.parametrize("after", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_large_linear_adds_its_bias_and_weight_gradient_inside_the_gemm(dtype):
+def test_large_linear_adds_its_bias_and_weight_gradient_inside_the_gemm(dtype, after,
+                                                                       monkeypatch):
     # above GEMM_MIN_MACS the bias is broadcast into the output before the GEMM adds the
-    # product to it, and the weight gradient is added straight into an existing .grad
+    # product to it, or (from BIAS_AFTER_MIN output elements) added after the product by
+    # parts.add_rows; the weight gradient is added straight into an existing .grad
     from memgrad.ops import nn as ops_nn
+    from memgrad.ops import parts
+
+    monkeypatch.setattr(ops_nn, "BIAS_AFTER_MIN", 0 if after else 1 << 62)
+    added = []
+    real = parts.add_rows
+    monkeypatch.setattr(parts, "add_rows", lambda out, v: added.append(v) or real(out, v))
 
     rng = np.random.default_rng(7)
     x = rng.standard_normal((4, 64, 256)).astype(dtype)
@@ -607,3 +625,4 @@ def test_large_linear_adds_its_bias_and_weight_gradient_inside_the_gemm(dtype):
     np.testing.assert_allclose(wt.grad.numpy(), start + g2.T @ x2, rtol=tol, atol=tol)
     np.testing.assert_allclose(xt.grad.numpy(), g @ w, rtol=tol, atol=tol)
     np.testing.assert_allclose(bt.grad.numpy(), g2.sum(0), rtol=tol, atol=tol)
+    assert len(added) == after

@@ -490,6 +490,26 @@ def test_gemm_in_parts_of_rows_at_offsets(row_parts, gemm_backend, dtype, beta):
     assert bool(helpers) == (gemm_backend == "cblas")  # NumPy's fallback runs whole
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_add_rows_is_numpys_add_rounded_once(dtype):
+    rng = np.random.default_rng(13)
+    base = rng.standard_normal((300, 70)).astype(dtype)
+    v = rng.standard_normal(70).astype(dtype)
+    want = base + v
+    out = base.copy()
+    parts_mod.add_rows(out, v)  # BLAS's rank-1 update where NumPy's OpenBLAS has it
+    np.testing.assert_array_equal(out, want)
+    strided = np.zeros((300, 140), dtype)[:, ::2]  # not C-contiguous: NumPy's +=
+    strided += base
+    parts_mod.add_rows(strided, v)
+    np.testing.assert_array_equal(strided, want)
+    same = base.copy()
+    parts_mod.add_rows(same, same[0])  # v inside out: NumPy's +=, which buffers it
+    np.testing.assert_array_equal(same, base + base[0])
+    with pytest.raises(ValueError):  # shapes that do not broadcast, as NumPy says
+        parts_mod.add_rows(base.copy(), v[:5])
+
+
 def test_linear_in_parts_with_numpys_openblas():
     # the real per-thread count (when NumPy's OpenBLAS has it), products large enough to
     # split: values and gradients as NumPy's, and the calling thread's count restored
