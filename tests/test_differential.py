@@ -88,10 +88,15 @@ def _small_causal_blocks_and_kernels():
     multiply-adds: here on every size, so that the programs' small tensors take them too. A
     3x3 convolution takes the Winograd path from 16 channels and 256 tiles (NOTE [ Winograd
     convolution ]): here on every size too, its bias gradient then from the weight
-    gradient's op."""
+    gradient's op. A linear layer's product goes to BLAS through ``parts.Gemm`` (with its
+    bias filled in first, or added after from ``BIAS_AFTER_MIN`` output elements: NOTE
+    [ Bias after the product ]) from ``GEMM_MIN_MACS`` multiply-adds: here on every size,
+    the bias after from 2 output elements, so that the programs take both. The row softmax
+    and log_softmax run in parts of their rows from 2^18 elements: here on every size."""
     import memgrad.ops.conv as conv_ops
     import memgrad.ops.elementwise as ew_ops
     import memgrad.ops.nn as nn_ops
+    import memgrad.ops.reduce as reduce_ops
     from memgrad.ops import parts
 
     with pytest.MonkeyPatch.context() as patch:
@@ -101,6 +106,9 @@ def _small_causal_blocks_and_kernels():
         patch.setattr(conv_ops, "_WINOGRAD_CHANNELS", (1, 1 << 30))
         patch.setattr(conv_ops, "_WINOGRAD_MIN_TILES", (1, 1))
         patch.setattr(conv_ops, "_WINOGRAD_MAX_BYTES", (1 << 60, 1 << 60))
+        patch.setattr(nn_ops, "GEMM_MIN_MACS", 0)
+        patch.setattr(nn_ops, "BIAS_AFTER_MIN", 2)
+        patch.setattr(reduce_ops, "SOFTMAX_COST", parts.PARTS_MIN_MACS)
         yield
 
 
