@@ -10,10 +10,10 @@ kernel, whose rows are its elements), the addresses of the two inputs and the ou
 C-contiguous, its row 0 at that address; a kernel of one input reads only the first), the
 scale of the attention softmax and squared error kernels (a float64, its bits), the causal
 block of the attention softmax forward (0 for none) and, last, the id of the thread that
-ran the part. The
-job checks nothing: its caller checks the arrays before it writes their addresses. Each
-part is one call of the kernel on its rows, so a result does not depend on the split where
-the kernel's rows (or elements) are independent, as they are for every kernel here.
+ran the part. The job checks nothing: its caller checks the arrays before it writes their
+addresses. Each part is one call of the kernel on its rows, so a result does not depend on
+the split where the kernel's rows (or elements) are independent, as they are for every
+kernel here.
 
 Nothing here imports memgrad. The job needs numba's compiler (with ``NUMBA_DISABLE_JIT=1``
 memgrad runs the kernels as Python parts).

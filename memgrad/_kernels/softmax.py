@@ -270,7 +270,7 @@ def _row_dot(u, v):
 @njit(cache=True, nogil=True, error_model="numpy")
 def _check_shapes(x, out):
     if out.shape != x.shape:
-        raise ValueError("softmax kernel: out (and g) must have the input's shape")
+        raise ValueError("softmax kernel: out must have the input's shape (and g, in backward)")
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -360,8 +360,7 @@ def log_softmax_backward(g, y):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _check_rows(x, out, causal):
-    if out.shape != x.shape:
-        raise ValueError("scaled softmax kernel: out must have the input's shape")
+    _check_shapes(x, out)
     if causal < 0 or (causal > 0 and x.shape[0] % causal != 0):
         raise ValueError("scaled softmax kernel: causal must be 0 or divide the row count")
 

@@ -1029,8 +1029,6 @@ def _softmax_rows(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
-
-
 @primitive("attention_softmax", saves={"out": (0,)}, kind="reduce")
 def _attention_softmax(scores, *, scale, causal):
     """``softmax(scores * scale, -1)``, with ``causal=True`` the entries above the diagonal

@@ -191,15 +191,28 @@ def _find_set_local() -> Any:
     return fn
 
 
-def _find_gemm(letter: str, scalar: Any) -> Any:
-    """``cblas_<letter>gemm`` of NumPy's bundled OpenBLAS with 64-bit integers, or None."""
-    fn = _openblas_symbol(f"scipy_cblas_{letter}gemm64_", f"cblas_{letter}gemm64_")
-    if fn is not None:
-        i64, ptr, enum = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-        fn.argtypes = [enum, enum, enum, i64, i64, i64, scalar, ptr, i64, ptr, i64, scalar,
-                       ptr, i64]
-        fn.restype = None
-    return fn
+# the arguments of the ILP64 ``cblas_?<name>`` memgrad calls, for the scalar type ``s`` of
+# the dtype (enums, then integers, scalars and pointers in BLAS's order)
+_I64, _PTR, _ENUM = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+_CBLAS_ARGS = {
+    "gemm": lambda s: [_ENUM, _ENUM, _ENUM, _I64, _I64, _I64, s, _PTR, _I64, _PTR, _I64, s,
+                       _PTR, _I64],
+    "ger": lambda s: [_ENUM, _I64, _I64, s, _PTR, _I64, _PTR, _I64, _PTR, _I64],
+}
+
+
+def _find_cblas(name: str) -> dict:
+    """dtype -> ``cblas_?<name>`` of NumPy's bundled OpenBLAS with 64-bit integers (``s``
+    for float32, ``d`` for float64), or None where it has none."""
+    found = {}
+    for dtype, letter, scalar in ((np.dtype(np.float32), "s", ctypes.c_float),
+                                  (np.dtype(np.float64), "d", ctypes.c_double)):
+        fn = _openblas_symbol(f"scipy_cblas_{letter}{name}64_", f"cblas_{letter}{name}64_")
+        if fn is not None:
+            fn.argtypes = _CBLAS_ARGS[name](scalar)
+            fn.restype = None
+        found[dtype] = fn
+    return found
 
 
 class Parts:
@@ -759,19 +772,8 @@ def _layout_words(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
 def _gemms() -> dict:
     """dtype -> NumPy's OpenBLAS's ``cblas_?gemm`` (ILP64) or None, looked up once."""
     if Parts.gemms is None:
-        Parts.gemms = {np.dtype(np.float32): _find_gemm("s", ctypes.c_float),
-                       np.dtype(np.float64): _find_gemm("d", ctypes.c_double)}
+        Parts.gemms = _find_cblas("gemm")
     return Parts.gemms
-
-
-def _find_ger(letter: str, scalar: Any) -> Any:
-    """``cblas_<letter>ger`` of NumPy's bundled OpenBLAS with 64-bit integers, or None."""
-    fn = _openblas_symbol(f"scipy_cblas_{letter}ger64_", f"cblas_{letter}ger64_")
-    if fn is not None:
-        i64, ptr, enum = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-        fn.argtypes = [enum, i64, i64, scalar, ptr, i64, ptr, i64, ptr, i64]
-        fn.restype = None
-    return fn
 
 
 def _ones(n: int, dtype: np.dtype) -> np.ndarray:
@@ -797,8 +799,7 @@ def add_rows(out: np.ndarray, v: np.ndarray) -> None:
         [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]
     """
     if Parts.gers is None:
-        Parts.gers = {np.dtype(np.float32): _find_ger("s", ctypes.c_float),
-                      np.dtype(np.float64): _find_ger("d", ctypes.c_double)}
+        Parts.gers = _find_cblas("ger")
     fn = Parts.gers.get(out.dtype)
     if fn is None or out.ndim != 2 or v.shape != out.shape[1:] or v.dtype != out.dtype \
             or not (out.flags.c_contiguous and out.flags.writeable and v.flags.c_contiguous) \
