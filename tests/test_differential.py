@@ -88,7 +88,9 @@ def _small_causal_blocks_and_kernels():
     multiply-adds: here on every size, so that the programs' small tensors take them too. A
     3x3 convolution takes the Winograd path from 16 channels and 256 tiles (NOTE [ Winograd
     convolution ]): here on every size too, its bias gradient then from the weight
-    gradient's op. A linear layer's product goes to BLAS through ``parts.Gemm`` (with its
+    gradient's op, and its loops over the batch as jobs on the helpers from 2^23
+    multiply-adds (NOTE [ Winograd convolution as jobs ]): here on every size of two or
+    more samples. A linear layer's product goes to BLAS through ``parts.Gemm`` (with its
     bias filled in first, or added after from ``BIAS_AFTER_MIN`` output elements: NOTE
     [ Bias after the product ]) from ``GEMM_MIN_MACS`` multiply-adds: here on every size,
     the bias after from 2 output elements, so that the programs take both. The row softmax
@@ -106,6 +108,8 @@ def _small_causal_blocks_and_kernels():
         patch.setattr(conv_ops, "_WINOGRAD_CHANNELS", (1, 1 << 30))
         patch.setattr(conv_ops, "_WINOGRAD_MIN_TILES", (1, 1))
         patch.setattr(conv_ops, "_WINOGRAD_MAX_BYTES", (1 << 60, 1 << 60))
+        patch.setattr(conv_ops, "batch_as_jobs", lambda n, macs, job, words_of:
+                      parts.batch_as_jobs(n, parts.PARTS_MIN_MACS, job, words_of))
         patch.setattr(nn_ops, "GEMM_MIN_MACS", 0)
         patch.setattr(nn_ops, "BIAS_AFTER_MIN", 2)
         patch.setattr(reduce_ops, "SOFTMAX_COST", parts.PARTS_MIN_MACS)

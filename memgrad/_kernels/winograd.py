@@ -38,8 +38,9 @@ from numba import njit
 
 from memgrad._kernels.softmax import row_sum
 
-__all__ = ["BT", "G", "AT", "winograd_input", "winograd_output", "winograd_grad",
-           "winograd_input_reference", "winograd_output_reference", "winograd_grad_reference"]
+__all__ = ["BT", "G", "AT", "transform_terms", "winograd_input", "winograd_output",
+           "winograd_grad", "winograd_input_reference", "winograd_output_reference",
+           "winograd_grad_reference"]
 
 BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
 G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
@@ -69,13 +70,20 @@ def _split(plane, q, r, size, ph, pw):
 
 
 @functools.lru_cache(maxsize=64)
-def _terms(which: str, r: int, plane: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Offsets (int64) and signs (float64), (16, 4) each, of the 16 positions ``4i + j`` of
+def transform_terms(which: str, r: int, plane: int,
+                    dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets (int64) and signs (of ``dtype``), (16, 4) each, of the 16 positions ``4i + j`` of
     ``mat d mat^T`` for the ``size`` x ``size`` window ``d`` of tile ``k``: ``d[y, x]`` at
     ``k + offset`` of the parities of ``_split`` (rows of ``r``, ``plane`` entries a
     parity). ``which`` is "input" (``B^T d B``, 4x4 windows: four terms each) or "grad"
     (``A y A^T``, 2x2: one, two or four), whose unused terms read a fifth parity, of zeros.
-    Cached, read-only."""
+    Cached, read-only.
+
+    Example:
+        >>> offsets, signs = transform_terms("input", 2, 4, np.dtype(np.float32))
+        >>> offsets.shape, signs.dtype
+        ((16, 4), dtype('float32'))
+    """
     mat, size = (BT, 4) if which == "input" else (AT.T, 2)
     offsets = np.full((16, 4), 4 * plane, dtype=np.int64)
     signs = np.ones((16, 4), dtype=dtype)
@@ -133,12 +141,12 @@ def winograd_input(x: np.ndarray, v: np.ndarray, ph: int, pw: int, th: int, tw: 
     Example:
         >>> v = winograd_input(np.ones((1, 2, 2)), np.empty((16, 2)), 1, 1, 1, 1)
         >>> v[:, 0].reshape(4, 4)
-        array([[ 1., -1.,  0.,  0.],
-               [-1.,  1.,  0.,  0.],
+        array([[ 1., -2.,  0., -1.],
+               [-2.,  4.,  0.,  2.],
                [ 0.,  0.,  0.,  0.],
-               [ 0.,  0.,  0.,  0.]])
+               [-1.,  2.,  0.,  1.]])
     """
-    offsets, signs = _terms("input", tw + 1, (th + 2) * (tw + 1), x.dtype)
+    offsets, signs = transform_terms("input", tw + 1, (th + 2) * (tw + 1), x.dtype)
     return _winograd_input(x, v, ph, pw, th, tw, offsets, signs)
 
 
@@ -247,17 +255,17 @@ def winograd_grad(g: np.ndarray, mg: np.ndarray, sums: np.ndarray = _NO_SUMS):
 
     Example:
         >>> winograd_grad(np.ones((1, 1, 1)), np.empty((16, 2)))[:, 0].reshape(4, 4)
-        array([[ 1.,  1.,  1.,  0.],
-               [ 1.,  1.,  1.,  0.],
-               [ 1.,  1.,  1.,  0.],
-               [ 0.,  0.,  0.,  0.]])
+        array([[1., 1., 1., 0.],
+               [1., 1., 1., 0.],
+               [1., 1., 1., 0.],
+               [0., 0., 0., 0.]])
         >>> sums = np.zeros(2)
         >>> _ = winograd_grad(np.ones((2, 3, 3)), np.empty((16, 12)), sums)
         >>> sums
         array([9., 9.])
     """
     th, tw = (g.shape[1] + 1) // 2, (g.shape[2] + 1) // 2
-    offsets, signs = _terms("grad", tw + 1, th * (tw + 1), g.dtype)
+    offsets, signs = transform_terms("grad", tw + 1, th * (tw + 1), g.dtype)
     return _winograd_grad(g, mg, offsets, signs, sums)
 
 

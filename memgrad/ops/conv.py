@@ -156,6 +156,24 @@ against 6.2 to 19.7 s with 3-sample GEMMs on OpenBLAS's two threads and serial k
 (PyTorch: 1.6 to 4.4 s): OpenBLAS's threads wait for each other at every GEMM's barriers,
 and a preempted one stalls the other.
 
+NOTE [ Winograd convolution as jobs ]
+A part of ``in_parts`` is Python: the helper takes the GIL to run it and gives it back at
+each NumPy or numba call, so the two threads of a Winograd convolution (three calls a
+sample: the input transform, the 16 products, the output transform) wait for each other's
+GIL at every call, and the helper is handed its part through Python (NOTE [ Kernels as
+jobs ] in memgrad/ops/parts.py: some 50 us). On the W3 shapes one part's loop took about
+900 us alone and about as long beside the other, yet the op 1.5 ms in parts against 2.1
+on one thread. Where the hand-off is set up, the loops over the batch run as
+``WINOGRAD_JOB`` (memgrad/_kernels/winograd_jobs.py) instead, through ``batch_as_jobs``: each
+part is the same transforms (the same compiled functions) and one ``cblas_?gemm`` call per
+position with the arguments NumPy's matmul passes, on its samples, without the GIL, each
+part with scratch of its own; the weight gradient's parts return their sums, which are
+added in part order as before. The values are bit for bit those of the Python parts
+(tests/ops/test_handoff.py). On the W3 shapes (Intel model 167, medians of 200 alternated
+calls) the forward took 1.22 against 1.68 ms and the weight gradient 1.62 against 2.10;
+the W3 step went from 1.39 to 1.12-1.17 times PyTorch's. Without the hand-off (another
+platform, ``NUMBA_DISABLE_JIT=1``) the Python parts run.
+
 Max pooling keeps its argmax, not its input: ``max_pool2d_indices`` finds each window's
 maximum position in one pass of the pooling kernel (not differentiable), and the primitive
 ``max_pool2d(x, indices)`` gathers the input there and saves ``indices`` through the
@@ -168,6 +186,7 @@ produced it (``relu`` keeps its output).
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 
@@ -176,7 +195,7 @@ import numpy as np
 from memgrad.errors import ShapeError
 from memgrad.ops.elementwise import where
 from memgrad.ops.movement import getitem, squeeze, unsqueeze
-from memgrad.ops.parts import Gemm, in_parts
+from memgrad.ops.parts import Gemm, batch_as_jobs, gemm_address, in_parts
 from memgrad.ops.reduce import sum as _sum
 from memgrad.ops.registry import primitive
 from memgrad.tensor import Tensor
@@ -365,6 +384,9 @@ def _forward_winograd(x, weight, bias, padding) -> np.ndarray:
     u = _winograd_weight(np.asarray(weight, x.dtype))
     b = np.zeros(co, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
     out = np.empty((n, co, oh, ow), dtype=x.dtype)
+    macs = n * co * c * 16 * per
+    if _winograd_as_jobs(True, x, u, b, out, padding, macs) is not None:
+        return out
 
     def work(lo: int, hi: int) -> None:
         v = _winograd_scratch("wino_v", c, per, x.dtype)
@@ -376,8 +398,77 @@ def _forward_winograd(x, weight, bias, padding) -> np.ndarray:
             np.matmul(u, vs, out=ms)
             winograd_output(m, b, out[i])
 
-    in_parts(n, n * co * c * 16 * per, work)
+    in_parts(n, macs, work)
     return out
+
+
+@functools.cache
+def _winograd_jobs():
+    from memgrad._kernels import winograd_jobs
+
+    return winograd_jobs
+
+
+def _winograd_as_jobs(forward: bool, x: np.ndarray, y: np.ndarray, z: np.ndarray,
+                      out: np.ndarray | None, padding, macs: int) -> list | None:
+    """The Winograd forward (``y`` the transformed weights ``u``, ``z`` the bias, into
+    ``out``) or weight gradient (``y`` is ``g``, ``z`` the float64 ``sums`` or empty) as
+    jobs on the helpers (NOTE [ Winograd convolution as jobs ]); for the weight gradient
+    each part's (16, C, CO) products and (CO,) float64 sums (added into nothing: the caller
+    adds them up in part order), for the forward an empty list. None, with nothing
+    written, where the jobs do not run (then the Python parts do): as ``batch_as_jobs``,
+    or arrays the job cannot take as they lie (checked here: the job reads and writes
+    where the addresses point)."""
+    dtype = x.dtype
+    n, c, h, w = x.shape
+    oh, ow = h + 2 * padding[0] - 2, w + 2 * padding[1] - 2
+    co = y.shape[1]
+    gemm = gemm_address(dtype)
+    shapes = ((16, co, c), (co,), (n, co, oh, ow)) if forward else ((n, co, oh, ow),)
+    arrays = (y, z, out) if forward else (y,)
+    if gemm is None or not x.flags.c_contiguous or any(
+            a.dtype != dtype or a.shape != s or not a.flags.c_contiguous
+            for a, s in zip(arrays, shapes)) or (forward and not out.flags.writeable) \
+            or (not forward and (z.dtype != np.float64 or z.shape not in ((0,), (co,)))):
+        return None
+    th, tw, per = _winograd_tiles(oh, ow)
+    parts: list = []
+
+    def words_of(ends: list) -> np.ndarray:
+        from memgrad._kernels.winograd import transform_terms
+
+        jobs = _winograd_jobs()
+        offsets, signs = transform_terms("input", tw + 1, (th + 2) * (tw + 1), dtype)
+        grad_offsets, grad_signs = transform_terms("grad", tw + 1, th * (tw + 1), dtype)
+        rows = np.zeros((len(ends) - 1, jobs.WINOGRAD_WORDS), np.int64)
+        for j, row in enumerate(rows):
+            v = _winograd_scratch(f"wino_v{j}", c, per, dtype)
+            m = _winograd_scratch(f"wino_m{j}", co, per, dtype)
+            if forward:
+                prod, target, sums = v, out, z
+            else:
+                prod = _buffer(f"wino_part{j}", (16, c, co), dtype)
+                target, sums = np.zeros((16, c, co), dtype), np.zeros(z.shape)
+                parts.append((target, sums))
+            row[jobs.W_KIND] = jobs.FORWARD if forward else jobs.WEIGHT_GRAD
+            row[jobs.W_DOUBLE] = dtype == np.float64
+            row[jobs.W_LO], row[jobs.W_HI] = ends[j], ends[j + 1]
+            row[jobs.W_C], row[jobs.W_CO], row[jobs.W_H], row[jobs.W_W] = c, co, h, w
+            row[jobs.W_OH], row[jobs.W_OW] = oh, ow
+            row[jobs.W_PH], row[jobs.W_PW] = padding
+            row[jobs.W_GEMM], row[jobs.W_SUMS] = gemm, sums.size
+            row[jobs.W_LV], row[jobs.W_LM] = v.shape[1], m.shape[1]
+            for word, a in ((jobs.W_X, x), (jobs.W_Y, y), (jobs.W_BIAS, sums),
+                            (jobs.W_OUT, target), (jobs.W_V, v), (jobs.W_M, m),
+                            (jobs.W_PROD, prod), (jobs.W_OFFSETS, offsets),
+                            (jobs.W_SIGNS, signs), (jobs.W_GRAD_OFFSETS, grad_offsets),
+                            (jobs.W_GRAD_SIGNS, grad_signs)):
+                row[word] = a.ctypes.data
+        return rows
+
+    if not batch_as_jobs(n, macs, lambda: _winograd_jobs().WINOGRAD_JOB, words_of):
+        return None
+    return parts
 
 
 def _forward_rows(x, weight, bias, padding, dilation, sw) -> np.ndarray:
@@ -637,6 +728,8 @@ def _weight_grad_winograd(x, g, weight_shape, padding, sums) -> np.ndarray:
     co = weight_shape[0]
     oh, ow = g.shape[2], g.shape[3]
     th, tw, per = _winograd_tiles(oh, ow)
+    macs = n * co * c * 16 * per
+    results = _winograd_as_jobs(False, x, g, sums, None, padding, macs)
 
     def work(lo: int, hi: int) -> np.ndarray:
         v = _winograd_scratch("wino_v", c, per, x.dtype)
@@ -653,7 +746,7 @@ def _weight_grad_winograd(x, g, weight_shape, padding, sums) -> np.ndarray:
             acc += part
         return acc, part_sums
 
-    (acc, first), *rest = in_parts(n, n * co * c * 16 * per, work)
+    (acc, first), *rest = results or in_parts(n, macs, work)
     sums += first
     for other, other_sums in rest:
         acc += other

@@ -146,7 +146,8 @@ import numpy as np
 
 __all__ = ["PARTS_MIN_MACS", "PRODUCT_PARTS_MIN_MACS", "JOB_PARTS_MIN_MACS", "ROW_ALIGN",
            "Parts", "in_parts", "rows_in_parts", "rows_product", "products_in_parts",
-           "kernel_in_parts", "kernel_as_jobs", "Gemm", "add_rows"]
+           "kernel_in_parts", "kernel_as_jobs", "batch_as_jobs", "gemm_address", "Gemm",
+           "add_rows"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
@@ -657,6 +658,50 @@ def kernel_as_jobs(kernel: Callable, blocks: int, rows_per_block: int, macs: int
         [blocks * i // k * rows_per_block for i in range(k + 1)]))
 
 
+def batch_as_jobs(n: int, macs: int, job: Callable[[], int],
+                  words_of: Callable[[list[int]], np.ndarray]) -> bool:
+    """``in_parts`` for a compiled job of the hand-off (an op's own loop over its batch, as
+    ``memgrad._kernels.winograd_jobs.WINOGRAD_JOB``; ``job()`` gives its address, asked for
+    only where it can run, so that its module is imported, and compiled, only then):
+    ``range(n)`` in one contiguous part per BLAS thread, part j reading row j of
+    ``words_of(ends)`` (``ends`` the parts' bounds), without the GIL, on the calling thread
+    and the helpers at once, with single-threaded BLAS. False, with neither called, where
+    that does not run: fewer than ``PARTS_MIN_MACS`` multiply-adds, one BLAS thread or one
+    sample, no hand-off, inside a part.
+
+    Example:
+        >>> batch_as_jobs(4, 0, lambda: 0, lambda ends: np.zeros((len(ends) - 1, 1)))
+        False
+    """
+    if macs < PARTS_MIN_MACS or n < 2 or _inside.active or Parts.handoff is None:
+        return False
+    set_local = _set_local()
+    if set_local is None:
+        return False
+    threads = set_local(1)
+    try:
+        k = min(threads, n)
+        if k < 2:
+            return False
+        ends = [n * i // k for i in range(k + 1)]
+        return _run_jobs(threads, k, job(), lambda: words_of(ends))
+    finally:
+        set_local(threads)
+
+
+def gemm_address(dtype: np.dtype) -> int | None:
+    """The address of NumPy's OpenBLAS's ILP64 ``cblas_?gemm`` for ``dtype`` (float32 or
+    float64), for a compiled job to call; None where there is none.
+
+    Example:
+        >>> gemm_address(np.dtype(np.int8)) is None
+        True
+    """
+    if Parts.gemm_at is None:
+        Parts.gemm_at = _gemm_addresses()
+    return Parts.gemm_at.get(np.dtype(dtype))
+
+
 def _run_jobs(threads: int, k: int, job: int, words_of: Callable[[], np.ndarray]) -> bool:
     """``job`` (a compiled job of the hand-off) in ``k`` parts, the calling thread's and the
     helpers', each part reading its row of ``words_of()``; False where the helpers are not
@@ -752,9 +797,7 @@ def _layout_words(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
     if dims[i] != dims[j] or out.shape[-2:] != (dims[r], dims[c]) or 0 in dims \
             or 0 in shape:
         return None
-    if Parts.gemm_at is None:
-        Parts.gemm_at = _gemm_addresses()
-    gemm = Parts.gemm_at.get(dtype)
+    gemm = gemm_address(dtype)
     item = dtype.itemsize
     ops = [_layout(v.shape[-2], v.shape[-1], v.strides[-2], v.strides[-1], item)
            for v in (a, b, out)]

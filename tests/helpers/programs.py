@@ -701,7 +701,9 @@ OPS: dict[str, OpSpec] = {
                      lambda n, p: f"{n[0]} @ {n[1]}"),
     "linear": OpSpec(_linear_np, _linear_mg, _linear_code),
     "conv2d": OpSpec(_conv2d_np, _conv2d_mg, _conv2d_code),
-    "softmax": OpSpec(lambda a, p: np.exp(_np_log_softmax(a[0], p["dim"])),
+    # softmax and log_softmax return C-contiguous results whatever their input's layout,
+    # as PyTorch's do (a reshape of one is then a view: an in-place change of it reaches it)
+    "softmax": OpSpec(lambda a, p: np.ascontiguousarray(np.exp(_np_log_softmax(a[0], p["dim"]))),
                       lambda a, p: F.softmax(a[0], dim=p["dim"]),
                       lambda n, p: f"F.softmax({n[0]}, dim={p['dim']})"),
     "self_attention": OpSpec(
@@ -717,7 +719,7 @@ OPS: dict[str, OpSpec] = {
                                                                     is_causal=p["causal"]),
                         lambda n, p: f"F.scaled_dot_product_attention({n[0]}, {n[0]}, "
                                      f"{n[0]}, is_causal={p['causal']})"),
-    "log_softmax": OpSpec(lambda a, p: _np_log_softmax(a[0], p["dim"]),
+    "log_softmax": OpSpec(lambda a, p: np.ascontiguousarray(_np_log_softmax(a[0], p["dim"])),
                           lambda a, p: F.log_softmax(a[0], dim=p["dim"]),
                           lambda n, p: f"F.log_softmax({n[0]}, dim={p['dim']})"),
     "layer_norm": OpSpec(
@@ -1467,11 +1469,13 @@ def _mk_conv2d(g: _Gen) -> bool:
         return len(s) == 4 and min(s) >= 1
 
     x = g.pick(pred=fits)
-    if x is None:  # a register as one sample of C channels: (1, C, H, W)
+    if x is None:  # a register as one to three samples of C channels: (N, C, H, W)
         a = g.pick(pred=lambda r: g.np[r].size >= 1)
         if a is None:
             return False
-        shape = g.choose([(1,) + s for s in _shapes_of_size(g.np[a].size) if len(s) == 3])
+        size = g.np[a].size
+        shape = g.choose([(n,) + s for n in (1, 2, 3) if size % n == 0
+                          for s in _shapes_of_size(size // n) if len(s) == 3])
         x = g.emit("reshape", (a,), {"shape": shape, "how": "reshape"})
     n, c, h, w = g.shape(x)
     k, pad, co = g.integer(1, 3), g.integer(0, 1), g.integer(1, 3)

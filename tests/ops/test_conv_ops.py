@@ -729,9 +729,11 @@ def test_winograd_gradcheck_and_gradgradcheck(monkeypatch):
 
 
 def test_winograd_convolution_in_batch_parts(monkeypatch):
-    """The Winograd path split over helper threads: the values and gradients of one part
-    (the weight gradient's parts summed in order)."""
+    """The Winograd path split over helper threads as Python parts: the values and gradients
+    of one part (the weight gradient's parts summed in order). (Its parts as jobs: in
+    tests/ops/test_handoff.py.)"""
     _force_winograd(monkeypatch)
+    monkeypatch.setattr(conv_ops, "_winograd_as_jobs", lambda *args: None)
     rng = np.random.default_rng(24)
     arrays = [rng.standard_normal((5, 3, 6, 5)), rng.standard_normal((4, 3, 3, 3)),
               rng.standard_normal(4)]

@@ -543,3 +543,110 @@ def test_kernels_as_jobs_decline_what_the_job_cannot_take(blas_threads, monkeypa
     before = y.copy()
     assert run(activation.relu_into, 64, 1, big, (y,), y)  # in place
     np.testing.assert_array_equal(y, np.maximum(before, 0))
+
+
+# -------------------------------------------------------------------- Winograd convolution as jobs
+
+# (N, C, CO, H, W, padding): odd and even output sizes, more channels out than in and fewer
+_WINOGRAD_CASES = [(3, 5, 4, 7, 9, (1, 1)), (4, 3, 6, 8, 8, (0, 0)), (5, 4, 2, 6, 5, (1, 0))]
+
+
+def _winograd_both_ways(monkeypatch, run):
+    """``run()`` with the Winograd jobs off, then on (every size) with ``batch_as_jobs``
+    watched: the two results and whether each call ran as jobs."""
+    from memgrad.ops import conv as conv_ops
+
+    monkeypatch.setattr(conv_ops, "_WINOGRAD_CHANNELS", (1, 1 << 30))
+    monkeypatch.setattr(conv_ops, "_WINOGRAD_MIN_TILES", (1, 1))
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    real = conv_ops._winograd_as_jobs
+    monkeypatch.setattr(conv_ops, "_winograd_as_jobs", lambda *args: None)
+    want = run()
+    calls = []
+    ran = conv_ops.batch_as_jobs
+    monkeypatch.setattr(conv_ops, "_winograd_as_jobs", real)
+    monkeypatch.setattr(conv_ops, "batch_as_jobs",
+                        lambda *args: calls.append(ran(*args)) or calls[-1])
+    return want, run(), calls
+
+
+@pytest.mark.parametrize("threads", [2, 3])  # three parts: one more than there are helpers
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_winograd_as_jobs_equals_its_python_parts_bit_for_bit(blas_threads, monkeypatch, dtype,
+                                                              threads):
+    from memgrad.ops import conv as conv_ops
+
+    rng = np.random.default_rng(10)
+
+    def run():
+        got = []
+        for n, c, co, h, w, pad in _WINOGRAD_CASES:
+            x = rng.standard_normal((n, c, h, w)).astype(dtype)
+            weight = rng.standard_normal((co, c, 3, 3)).astype(dtype)
+            bias = rng.standard_normal(co).astype(dtype)
+            g = rng.standard_normal((n, co, h + 2 * pad[0] - 2, w + 2 * pad[1] - 2)).astype(dtype)
+            sums = np.zeros(co)
+            got += [conv_ops._forward_winograd(x, weight, bias, pad),
+                    conv_ops._forward_winograd(x, weight, None, pad),
+                    conv_ops._weight_grad_winograd(x, g, weight.shape, pad, sums), sums,
+                    conv_ops._weight_grad_winograd(x, g, weight.shape, pad, np.zeros(0))]
+        rng.bit_generator.state = np.random.default_rng(10).bit_generator.state
+        return got
+
+    with _blas(threads):
+        want, got, calls = _winograd_both_ways(monkeypatch, run)
+    assert len(calls) == 4 * len(_WINOGRAD_CASES) and all(calls)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_a_convolution_through_the_winograd_jobs_has_the_python_parts_values_and_gradients(
+        blas_threads, monkeypatch):
+    import memgrad as mg
+
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((4, 6, 10, 10)), rng.standard_normal((5, 6, 3, 3))
+    b, g = rng.standard_normal(5), rng.standard_normal((4, 5, 10, 10))
+
+    def run():
+        ts = [mg.tensor(a, requires_grad=True) for a in (x, w, b)]
+        out = mg.nn.functional.conv2d(*ts, padding=1)
+        out.backward(mg.tensor(g))
+        return [out.numpy()] + [t.grad.numpy() for t in ts]
+
+    want, got, calls = _winograd_both_ways(monkeypatch, run)
+    assert calls == [True] * 3  # the forward, the input gradient, the weight gradient
+    for a, b_ in zip(got, want):
+        assert np.array_equal(a, b_)
+
+
+def test_winograd_jobs_decline_what_they_cannot_take(blas_threads, monkeypatch):
+    from memgrad.ops import conv as conv_ops
+
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 3, 6, 6))
+    u = rng.standard_normal((16, 4, 3))
+    b, out = np.zeros(4), np.full((2, 4, 6, 6), 7.0)
+    run = conv_ops._winograd_as_jobs
+    big = 1 << 62
+    assert run(True, x, u, b, out, (1, 1), -1) is None  # too small
+    assert run(True, x[:, :, :, ::2].copy(), u, b, out, (1, 1), big) is None  # out's shape
+    assert run(True, x, u.astype(np.float32), b, out, (1, 1), big) is None  # mixed dtypes
+    assert run(True, x.astype(np.float16), u.astype(np.float16), b.astype(np.float16),
+               out.astype(np.float16), (1, 1), big) is None  # no BLAS for the dtype
+    assert run(True, x, u, b, out[:, :, :, ::-1], (1, 1), big) is None  # strided out
+    assert run(True, x[:, :, ::-1], u, b, out, (1, 1), big) is None  # strided x
+    frozen = out.copy()
+    frozen.flags.writeable = False
+    assert run(True, x, u, b, frozen, (1, 1), big) is None
+    g = rng.standard_normal((2, 4, 6, 6))
+    assert run(False, x, g, np.zeros(3), None, (1, 1), big) is None  # sums of another size
+    assert run(False, x, g, np.zeros(4, np.float32), None, (1, 1), big) is None  # not float64
+    with _blas(1):
+        assert run(True, x, u, b, out, (1, 1), big) is None  # one BLAS thread
+    assert np.all(out == 7.0)
+    assert run(True, x, u, b, out, (1, 1), big) == []
+    assert not np.any(out == 7.0)
+    parts = run(False, x, g, np.zeros(4), None, (1, 1), big)
+    assert len(parts) == 2 and parts[0][0].shape == (16, 3, 4) and parts[0][1].shape == (4,)
