@@ -931,12 +931,20 @@ def conv_transpose2d(
 # ---------------------------------------------------------------------------- max_pool2d
 
 
+# a window element of the pooling kernel, in multiply-adds (for in_parts)
+_POOL_COST = 64
+
+
 def _pool(x: np.ndarray, kernel_size, stride, padding, dilation, indices: np.ndarray) -> None:
-    """Fill ``indices`` with the argmax of max pooling ``x`` (the maxima go to scratch)."""
+    """Fill ``indices`` with the argmax of max pooling ``x`` (the maxima go to scratch), in
+    parts of the batch (NOTE [ Batch-parallel convolution ])."""
     from memgrad._kernels.pool import max_pool2d as kernel
 
+    x = np.ascontiguousarray(x)
     out = _buffer("pooled", indices.shape, x.dtype)
-    kernel(np.ascontiguousarray(x), out, indices, *kernel_size, *stride, *padding, *dilation)
+    params = (*kernel_size, *stride, *padding, *dilation)
+    in_parts(x.shape[0], indices.size * kernel_size[0] * kernel_size[1] * _POOL_COST,
+             lambda lo, hi: kernel(x[lo:hi], out[lo:hi], indices[lo:hi], *params))
 
 
 @primitive("max_pool2d_indices", differentiable=False, kind="reduce")
@@ -968,16 +976,16 @@ def _max_pool2d(x, indices):
             f"max_pool2d: indices must be an integer array of shape ({n}, {c}, OH, OW) for an "
             f"input of shape {x.shape}, got {indices.dtype} of shape {indices.shape}"
         )
-    at = indices.reshape(n, c, -1)
-    if at.size and (at.min() < -1 or at.max() >= h * w):
+    from memgrad._kernels.pool import max_pool2d_gather
+
+    out = np.empty(indices.shape, x.dtype)
+    try:
+        return max_pool2d_gather(x, indices, out)
+    except IndexError:
         raise IndexError(
             f"max_pool2d: an index is out of range for an input plane of {h} x {w} (valid: -1 "
             f"for no element, 0 to {h * w - 1})"
-        )
-    out = np.take_along_axis(x.reshape(n, c, h * w), np.maximum(at, 0), axis=2)
-    if (at < 0).any():  # windows with no input element (see the pool kernel)
-        out = np.where(at < 0, -np.inf, out).astype(x.dtype)
-    return out.reshape(indices.shape)
+        ) from None
 
 
 @_max_pool2d.vjp
@@ -1006,14 +1014,18 @@ def max_pool2d_backward(g, indices, *, input_shape):
             f"max_pool2d_backward: g of shape {g.shape} and indices of shape {indices.shape} "
             f"must be equal, with (N, C) = {(n, c)} of input_shape {input_shape}"
         )
-    if indices.size and (indices.min() < -1 or indices.max() >= h * w):
+    out = np.empty(input_shape, dtype=g.dtype)
+    g, indices = np.ascontiguousarray(g), np.ascontiguousarray(indices)
+    try:  # in parts of the batch, each part's indices checked before it writes
+        in_parts(n, (out.size + g.size) * _POOL_COST // 4,
+                 lambda lo, hi: kernel(g[lo:hi], indices[lo:hi], out[lo:hi]))
+    except IndexError:
         bad = int(indices.min() if indices.min() < -1 else indices.max())
         raise IndexError(
             f"max_pool2d_backward: index {bad} is out of range for an input plane of {h} x {w} "
             f"(valid: -1 for no element, 0 to {h * w - 1})"
-        )
-    out = np.empty(input_shape, dtype=g.dtype)
-    return kernel(np.ascontiguousarray(g), np.ascontiguousarray(indices), out)
+        ) from None
+    return out
 
 
 @max_pool2d_backward.vjp

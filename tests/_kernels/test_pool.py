@@ -1,5 +1,5 @@
-"""max_pool2d and its backward scatter against their NumPy references, over drawn shapes,
-strides, paddings, dilations and dtypes."""
+"""max_pool2d, the gather at its argmax and its backward scatter against their NumPy
+references, over drawn shapes, strides, paddings, dilations and dtypes."""
 
 import numpy as np
 import pytest
@@ -10,6 +10,7 @@ from memgrad._kernels.pool import (
     max_pool2d,
     max_pool2d_backward,
     max_pool2d_backward_reference,
+    max_pool2d_gather,
     max_pool2d_reference,
 )
 
@@ -41,12 +42,16 @@ def _pool(x, kernel, stride, padding, dilation, out_size):
 
 @settings(max_examples=25, deadline=None)
 @given(geo=geometries(), dtype=st.sampled_from([np.float32, np.float64]),
-       seed=st.integers(0, 2**32 - 1), ties=st.booleans())
-def test_max_pool2d_matches_numpy(geo, dtype, seed, ties):
+       seed=st.integers(0, 2**32 - 1), ties=st.booleans(), specials=st.booleans())
+def test_max_pool2d_matches_numpy(geo, dtype, seed, ties, specials):
     shape, kernel, stride, padding, dilation, out_size = geo
     rng = np.random.default_rng(seed)
     # small integers make ties common: both take the first maximum in window order
     x = (rng.integers(-3, 4, shape) if ties else rng.standard_normal(shape)).astype(dtype)
+    if specials:  # NaNs (the first in window order wins) and infinities, inside windows too
+        flat = x.reshape(-1)
+        at = rng.choice(flat.size, size=min(flat.size, 4), replace=False)
+        flat[at] = rng.choice([np.nan, np.inf, -np.inf], size=at.size)
     out, indices = _pool(x, kernel, stride, padding, dilation, out_size)
     want, want_indices = max_pool2d_reference(x, *kernel, *stride, *padding, *dilation)
     assert out.dtype == dtype and indices.dtype == np.int64
@@ -56,6 +61,42 @@ def test_max_pool2d_matches_numpy(geo, dtype, seed, ties):
     flat = x.reshape(x.shape[0], x.shape[1], -1)
     picked = np.take_along_axis(flat, np.where(real, indices, 0).reshape(*x.shape[:2], -1), 2)
     np.testing.assert_array_equal(picked.reshape(out.shape)[real], out[real])
+    gathered = max_pool2d_gather(x, indices, np.full(out.shape, 7.0, dtype))
+    np.testing.assert_array_equal(gathered, want)  # -inf where no element: as the pooling
+
+
+def test_max_pool2d_inside_windows_nan_and_infinities():
+    # 2x2 windows of stride 2, no padding: every window takes the unchecked path
+    x = np.array([[[[1.0, np.nan, -np.inf, -np.inf],
+                    [np.nan, 2.0, -np.inf, -np.inf],
+                    [np.inf, 3.0, 0.0, 0.0],
+                    [np.nan, 4.0, 0.0, -0.0]]]])
+    out, indices = _pool(x, (2, 2), (2, 2), (0, 0), (1, 1), (2, 2))
+    want, want_indices = max_pool2d_reference(x, 2, 2, 2, 2, 0, 0, 1, 1)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(indices, want_indices)
+    assert indices.tolist() == [[[[1, 2], [12, 10]]]]
+
+
+@pytest.mark.parametrize("bad", [-2, 4, 10**12])
+def test_max_pool2d_gather_rejects_out_of_range_indices_before_writing(bad):
+    out = np.full((1, 1, 1, 2), 7.0)
+    with pytest.raises(IndexError, match="out of range"):
+        max_pool2d_gather(np.ones((1, 1, 2, 2)), np.array([[[[0, bad]]]]), out)
+    np.testing.assert_array_equal(out, 7.0)
+
+
+def test_pool_kernels_write_only_contiguous_outputs_and_copy_strided_inputs():
+    x = np.arange(32.0).reshape(1, 1, 4, 8)[..., ::2]  # strided: copied
+    out, indices = _pool(x, (2, 2), (2, 2), (0, 0), (1, 1), (2, 2))
+    assert indices.tolist() == [[[[5, 7], [13, 15]]]] and out.tolist() == [[[[10, 14], [26, 30]]]]
+    at = np.zeros((1, 1, 2, 4), np.int64)[..., ::2]
+    np.testing.assert_array_equal(max_pool2d_gather(x, at, np.empty((1, 1, 2, 2))), 0.0)
+    strided = np.empty((1, 1, 2, 4))[..., ::2]
+    with pytest.raises(ValueError, match="C-contiguous"):
+        max_pool2d(x, strided, indices, 2, 2, 2, 2, 0, 0, 1, 1)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        max_pool2d_gather(x, indices, strided)
 
 
 @settings(max_examples=25, deadline=None)
