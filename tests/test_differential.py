@@ -105,7 +105,7 @@ def _small_causal_blocks_and_kernels():
         patch.setattr(nn_ops, "CAUSAL_BLOCK", 2)
         patch.setattr(ew_ops, "_KERNEL_MIN", 0)
         patch.setattr(parts, "JOB_PARTS_MIN_MACS", 0)
-        patch.setattr(conv_ops, "_WINOGRAD_CHANNELS", (1, 1 << 30))
+        patch.setattr(conv_ops, "_WINOGRAD_CHANNELS", ((1, 1 << 30),) * 2)
         patch.setattr(conv_ops, "_WINOGRAD_MIN_TILES", (1, 1))
         patch.setattr(conv_ops, "_WINOGRAD_MAX_BYTES", (1 << 60, 1 << 60))
         patch.setattr(conv_ops, "batch_as_jobs", lambda n, macs, job, words_of:

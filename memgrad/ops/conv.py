@@ -109,10 +109,30 @@ marked; forward, input gradient, weight gradient):
 Thin products lose (few tiles: small images; and for the weight gradient, whose products
 are (C, T) @ (T, CO), anything under 256 tiles), and so do transformed tiles that no longer
 stay in the core's cache (64x64 in float64; the weight gradient's two transforms from about
-2 MB). So the path is taken for 16 to 64 channels in and out (``_WINOGRAD_CHANNELS``), at
-least 64 tiles per sample (256 for the weight gradient, ``_WINOGRAD_MIN_TILES``) and at most
-4 MiB (1.5 MiB) of transformed tiles per sample (``_WINOGRAD_MAX_BYTES``); the direct paths
-otherwise. On the W3 step (one thread, CPU time, interleaved with PyTorch's and with the
+2 MB). Those figures are from an older machine, before the loops ran as jobs (NOTE
+[ Winograd convolution as jobs ]). On Intel model 167, with the jobs on two threads and
+again on one (float32 unless marked; forward, input gradient, weight gradient; the medians
+of 11 alternated calls' ratios):
+
+    N,  C -> CO,   size     two threads         one thread
+    16, 64 -> 64,   32x32   0.67  0.68  0.79
+    16, 128 -> 128, 16x16   0.75  0.74  0.96    0.75  0.76  0.99
+     8, 128 -> 128, 32x32   0.68  0.64  0.82    0.65  0.65  0.80
+    16, 128 -> 128,  8x8    0.90  0.91  1.33
+     8, 192 -> 192, 16x16   0.89  0.88  1.12    0.81  0.85  1.07
+     8, 256 -> 256, 16x16   0.91  0.90  1.08    0.88  0.88  1.02
+    16, 256 -> 256,  8x8    1.31  1.20  1.49
+     4, 64 -> 64,   64x64   0.63  0.64  0.82    0.68  0.69  0.91   (4.1 MiB of tiles)
+     4, 64 -> 64,   64x64   0.96  0.96  0.96                       (float64)
+     2, 64 -> 64,   90x90   0.88  0.91  1.04    0.87  0.85  0.99   (8.1 MiB)
+     2, 64 -> 64, 128x128   0.87  0.89  1.07                       (16.3 MiB)
+     1, 64 -> 64, 180x180   1.16  1.13  1.15                       (32 MiB)
+
+So the forward (and so the input gradient) takes the path for 16 to 256 channels in and out,
+the weight gradient for 16 to 128 (``_WINOGRAD_CHANNELS``), at least 64 tiles per sample
+(256 for the weight gradient, ``_WINOGRAD_MIN_TILES``) and at most 8 MiB (6 MiB) of
+transformed tiles per sample (``_WINOGRAD_MAX_BYTES``); the direct paths otherwise. On the
+W3 step (one thread, CPU time, interleaved with PyTorch's and with the
 direct paths in one process, load average 7 on 2 cores, so ratios only) it took the step from
 1.35-1.38 to 1.02-1.05 times PyTorch's time (0.74-0.78 of the direct paths'); a W3 layer's
 forward 1.07, input gradient 0.56 and weight gradient 1.07 times PyTorch's (oneDNN's;
@@ -228,9 +248,9 @@ _STACKED_MIN_K = 64
 # the Winograd path is taken for input and output channels in this range, at least this
 # many tiles per sample and at most this many bytes of transformed tiles per sample (each:
 # the forward's, then the weight gradient's; NOTE [ Winograd convolution ])
-_WINOGRAD_CHANNELS = (16, 64)
+_WINOGRAD_CHANNELS = ((16, 256), (16, 128))
 _WINOGRAD_MIN_TILES = (64, 256)
-_WINOGRAD_MAX_BYTES = (4 << 20, 3 << 19)
+_WINOGRAD_MAX_BYTES = (8 << 20, 6 << 20)
 
 
 class WINOGRAD:
@@ -339,7 +359,7 @@ def _winograd(x_shape, w_shape, stride, padding, dilation, groups, itemsize: int
             and tuple(dilation) == (1, 1) and groups == 1):
         return False
     co, c = w_shape[:2]
-    lo, hi = _WINOGRAD_CHANNELS
+    lo, hi = _WINOGRAD_CHANNELS[weight_grad]
     if min(c, co) < lo or max(c, co) > hi:
         return False
     per = _winograd_tiles(x_shape[2] + 2 * padding[0] - 2, x_shape[3] + 2 * padding[1] - 2)[2]

@@ -617,9 +617,9 @@ def test_row_shifted_forward_picks_the_stacked_product_for_few_output_channels(m
 
 
 def test_winograd_path_is_taken_only_where_it_paid():
-    """NOTE [ Winograd convolution ]: 3x3, stride and dilation 1, groups 1, 16 to 64
-    channels, at least 64 tiles a sample (256 for the weight gradient), at most 4 MiB (1.5 MiB)
-    of transformed tiles a sample."""
+    """NOTE [ Winograd convolution ]: 3x3, stride and dilation 1, groups 1, 16 to 256
+    channels (128 for the weight gradient), at least 64 tiles a sample (256 for the weight
+    gradient), at most 8 MiB (6 MiB) of transformed tiles a sample."""
     def taken(x, w, stride=(1, 1), dilation=(1, 1), groups=1, itemsize=4, weight_grad=False):
         return conv_ops._winograd(x, w, stride, (1, 1), dilation, groups, itemsize,
                                   weight_grad)
@@ -628,13 +628,17 @@ def test_winograd_path_is_taken_only_where_it_paid():
         assert taken((16, 32, 32, 32), (32, 32, 3, 3), weight_grad=weight_grad)  # W3
         assert taken((16, 32, 32, 32), (32, 32, 3, 3), itemsize=8, weight_grad=weight_grad)
         assert taken((16, 16, 32, 32), (16, 16, 3, 3), weight_grad=weight_grad)
+        assert taken((8, 128, 32, 32), (128, 128, 3, 3), weight_grad=weight_grad)
+        assert taken((4, 64, 64, 64), (64, 64, 3, 3), weight_grad=weight_grad)  # 4.1 MiB
+        assert not taken((16, 8, 32, 32), (32, 8, 3, 3), weight_grad=weight_grad)  # thin
+        assert not taken((4, 512, 32, 32), (512, 512, 3, 3), weight_grad=weight_grad)
     assert taken((16, 64, 16, 16), (64, 64, 3, 3))
     assert not taken((16, 64, 16, 16), (64, 64, 3, 3), weight_grad=True)  # 72 tiles
-    assert taken((4, 32, 64, 64), (32, 32, 3, 3))  # 2.2 MB of tiles
-    assert not taken((4, 32, 64, 64), (32, 32, 3, 3), weight_grad=True)
-    assert not taken((4, 32, 64, 64), (32, 32, 3, 3), itemsize=8)  # 4.3 MB
-    assert not taken((16, 8, 32, 32), (32, 8, 3, 3))  # thin products
-    assert not taken((16, 128, 32, 32), (128, 128, 3, 3))
+    assert taken((8, 256, 16, 16), (256, 256, 3, 3))
+    assert not taken((8, 256, 32, 32), (256, 256, 3, 3), weight_grad=True)  # 256 channels
+    assert taken((2, 64, 88, 88), (64, 64, 3, 3))  # 7.7 MiB of tiles
+    assert not taken((2, 64, 88, 88), (64, 64, 3, 3), weight_grad=True)
+    assert not taken((2, 64, 88, 88), (64, 64, 3, 3), itemsize=8)
     assert not taken((16, 64, 8, 8), (64, 64, 3, 3))  # 20 tiles
     assert not taken((16, 32, 32, 32), (32, 32, 5, 5))
     assert not taken((16, 32, 32, 32), (32, 32, 3, 3), stride=(2, 1))
@@ -644,7 +648,7 @@ def test_winograd_path_is_taken_only_where_it_paid():
 
 def _force_winograd(monkeypatch):
     """Make every 3x3 stride-1 convolution take the Winograd path, whatever its size."""
-    monkeypatch.setattr(conv_ops, "_WINOGRAD_CHANNELS", (1, 1 << 30))
+    monkeypatch.setattr(conv_ops, "_WINOGRAD_CHANNELS", ((1, 1 << 30),) * 2)
     monkeypatch.setattr(conv_ops, "_WINOGRAD_MIN_TILES", (1, 1))
     monkeypatch.setattr(conv_ops, "_WINOGRAD_MAX_BYTES", (1 << 60, 1 << 60))
 

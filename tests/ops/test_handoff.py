@@ -556,7 +556,7 @@ def _winograd_both_ways(monkeypatch, run):
     watched: the two results and whether each call ran as jobs."""
     from memgrad.ops import conv as conv_ops
 
-    monkeypatch.setattr(conv_ops, "_WINOGRAD_CHANNELS", (1, 1 << 30))
+    monkeypatch.setattr(conv_ops, "_WINOGRAD_CHANNELS", ((1, 1 << 30),) * 2)
     monkeypatch.setattr(conv_ops, "_WINOGRAD_MIN_TILES", (1, 1))
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
     real = conv_ops._winograd_as_jobs
