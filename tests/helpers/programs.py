@@ -41,7 +41,7 @@ import memgrad as mg
 import memgrad.nn.functional as F
 from memgrad.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 from memgrad.checkpoint import policy as ckpt_policy
-from tests.helpers.op_samples import _np_conv2d
+from tests.helpers.op_samples import _np_conv2d, _np_max_pool2d
 
 __all__ = [
     "BIG",
@@ -456,6 +456,38 @@ def _conv2d_code(n, p):
     return f"F.conv2d({n[0]}, {n[1]}, {n[2] if len(n) > 2 else 'None'}, padding={p['padding']})"
 
 
+def _pool_windows(x: np.ndarray, p: dict) -> np.ndarray:
+    """The (N, C, OH, OW, KH*KW) windows of max pooling ``x``, the padding as -inf."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = p["kernel"], p["stride"], p["padding"], p["dilation"]
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=-np.inf)
+    win = np.lib.stride_tricks.sliding_window_view(xp, ((kh - 1) * dh + 1, (kw - 1) * dw + 1),
+                                                   axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
+    return win.reshape(*win.shape[:4], kh * kw)
+
+
+def _kink_max_pool2d(a, out, p):
+    # the gradient goes to each window's first maximum: which one it is, and how far the
+    # runner-up is (an exact tie between two elements is a kink: a finite difference splits)
+    win = _pool_windows(a[0], p)
+    if win.shape[-1] < 2:
+        return np.zeros(out.shape, np.int64), np.array([1.0]), True
+    top = np.sort(win, axis=-1)
+    return np.argmax(win, axis=-1), top[..., -1] - top[..., -2], False
+
+
+def _max_pool2d_np(a, p):
+    return _np_max_pool2d(a[0], p["kernel"], p["stride"], p["padding"], p["dilation"])
+
+
+def _max_pool2d_mg(a, p):
+    return F.max_pool2d(a[0], p["kernel"], p["stride"], p["padding"], p["dilation"])
+
+
+def _max_pool2d_code(n, p):
+    return (f"F.max_pool2d({n[0]}, {p['kernel']}, {p['stride']}, {p['padding']}, "
+            f"{p['dilation']})")
+
+
 def _setitem_index_np(args, p):
     if p["kind"] == "basic":
         return _np_basic(p["index"]), args[1:]
@@ -701,6 +733,7 @@ OPS: dict[str, OpSpec] = {
                      lambda n, p: f"{n[0]} @ {n[1]}"),
     "linear": OpSpec(_linear_np, _linear_mg, _linear_code),
     "conv2d": OpSpec(_conv2d_np, _conv2d_mg, _conv2d_code),
+    "max_pool2d": OpSpec(_max_pool2d_np, _max_pool2d_mg, _max_pool2d_code, _kink_max_pool2d),
     # softmax and log_softmax return C-contiguous results whatever their input's layout,
     # as PyTorch's do (a reshape of one is then a view: an in-place change of it reaches it)
     "softmax": OpSpec(lambda a, p: np.ascontiguousarray(np.exp(_np_log_softmax(a[0], p["dim"]))),
@@ -1460,23 +1493,28 @@ def _mk_linear(g: _Gen) -> bool:
     return True
 
 
+def _pick_nchw(g: _Gen) -> int | None:
+    """An (N, C, H, W) register with no empty dimension, else one reshaped into one to
+    three samples of C channels; None when there is no non-empty register."""
+    x = g.pick(pred=lambda r: len(g.shape(r)) == 4 and min(g.shape(r)) >= 1)
+    if x is not None:
+        return x
+    a = g.pick(pred=lambda r: g.np[r].size >= 1)
+    if a is None:
+        return None
+    size = g.np[a].size
+    shape = g.choose([(n,) + s for n in (1, 2, 3) if size % n == 0
+                      for s in _shapes_of_size(size // n) if len(s) == 3])
+    return g.emit("reshape", (a,), {"shape": shape, "how": "reshape"})
+
+
 def _mk_conv2d(g: _Gen) -> bool:
     """``F.conv2d`` of an (N, C, H, W) register with a square kernel of 1 to 3, stride 1, no
     padding or one, with or without a bias (a 3x3 kernel takes the Winograd path in the
     differential test, which lowers its thresholds)."""
-    def fits(r: int) -> bool:
-        s = g.shape(r)
-        return len(s) == 4 and min(s) >= 1
-
-    x = g.pick(pred=fits)
-    if x is None:  # a register as one to three samples of C channels: (N, C, H, W)
-        a = g.pick(pred=lambda r: g.np[r].size >= 1)
-        if a is None:
-            return False
-        size = g.np[a].size
-        shape = g.choose([(n,) + s for n in (1, 2, 3) if size % n == 0
-                          for s in _shapes_of_size(size // n) if len(s) == 3])
-        x = g.emit("reshape", (a,), {"shape": shape, "how": "reshape"})
+    x = _pick_nchw(g)
+    if x is None:
+        return False
     n, c, h, w = g.shape(x)
     k, pad, co = g.integer(1, 3), g.integer(0, 1), g.integer(1, 3)
     oh, ow = h + 2 * pad - k + 1, w + 2 * pad - k + 1
@@ -1486,6 +1524,29 @@ def _mk_conv2d(g: _Gen) -> bool:
     if g.flag():
         args.append(g.partner((co,), lambda r: g.shape(r) == (co,)))
     g.emit("conv2d", tuple(args), {"padding": pad})
+    return True
+
+
+def _mk_max_pool2d(g: _Gen) -> bool:
+    """``F.max_pool2d`` of an (N, C, H, W) register: a kernel of 1 to 3 along each axis, a
+    stride of 1 or 2, padding up to half the kernel, a dilation of 1 or 2; every window
+    holds an input element."""
+    x = _pick_nchw(g)
+    if x is None:
+        return False
+    kernel = (g.integer(1, 3), g.integer(1, 3))
+    stride = (g.integer(1, 2), g.integer(1, 2))
+    padding = (g.integer(0, kernel[0] // 2), g.integer(0, kernel[1] // 2))
+    dilation = (g.integer(1, 2), g.integer(1, 2))
+    params = {"kernel": kernel, "stride": stride, "padding": padding, "dilation": dilation}
+    n, c, h, w = g.shape(x)
+    sizes = [(s + 2 * p - d * (k - 1) - 1) // st + 1
+             for s, k, st, p, d in zip((h, w), kernel, stride, padding, dilation)]
+    if min(sizes) < 1 or n * c * sizes[0] * sizes[1] > MAX_ELEMS:
+        return False
+    if not np.all(np.isfinite(_max_pool2d_np([g.np[x]], params))):
+        return False  # a window of padding only (with dilation)
+    g.emit("max_pool2d", (x,), params)
     return True
 
 
@@ -1843,6 +1904,7 @@ FAMILIES: list[list[tuple[str, Callable[[_Gen], bool]]]] = [
      ("min_dim", _mk_reduce("min_dim")), ("var", _mk_reduce("var")),
      ("std", _mk_reduce("std")), ("logsumexp", _mk_reduce("logsumexp"))],
     [("matmul", _mk_matmul), ("linear", _mk_linear), ("conv2d", _mk_conv2d),
+     ("max_pool2d", _mk_max_pool2d),
      ("softmax", _mk_softmax("softmax")),
      ("log_softmax", _mk_softmax("log_softmax")), ("layer_norm", _mk_layer_norm),
      ("attention", _mk_attention), ("self_attention", _mk_self_attention)],
