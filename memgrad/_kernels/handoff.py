@@ -32,7 +32,7 @@ from numba.extending import intrinsic
 __all__ = ["NONE", "IDLE", "SLEEP", "CLAIMED", "JOB", "DONE", "PART", "STOP", "SLOTS",
            "supported", "serve", "post", "stop", "blas_callback", "FORMS", "PRODUCT_WORDS",
            "W_THREAD", "PRODUCTS_JOB", "W_A", "W_B", "W_C", "addresses", "product_row",
-           "product_parts"]
+           "product_parts", "pointer_to"]
 
 NONE, IDLE, SLEEP, CLAIMED, JOB, DONE, PART, STOP = range(8)
 SLOTS = 64  # helper slots: a slot is not reused, so that a stopped helper still finishing a
@@ -290,6 +290,19 @@ def _zero(typingctx, addr, nbytes):
         return context.get_dummy_value()
 
     return types.void(types.int64, types.int64), codegen
+
+
+def pointer_to(dtype):
+    """An intrinsic that turns an int64 address into a pointer to ``dtype`` (for
+    ``numba.carray`` over the arrays a job's words point at)."""
+    @intrinsic
+    def at(typingctx, addr):
+        def codegen(context, builder, sig, args):
+            return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
+
+        return types.CPointer(dtype)(types.int64), codegen
+
+    return at
 
 
 @intrinsic

@@ -23,7 +23,6 @@ import struct
 
 import numpy as np
 from numba import carray, cfunc, njit, types
-from numba.extending import intrinsic
 
 from memgrad._kernels.activation import (
     exp_into,
@@ -34,7 +33,7 @@ from memgrad._kernels.activation import (
     relu_backward_into,
     relu_into,
 )
-from memgrad._kernels.handoff import _thread_self
+from memgrad._kernels.handoff import _thread_self, pointer_to
 from memgrad._kernels.loss import squared_error_grad_into
 from memgrad._kernels.softmax import (
     log_softmax_backward_into,
@@ -65,19 +64,8 @@ KERNEL_INDEX = {kernel: i for i, kernel in enumerate(KERNELS)}
 JOB_WORDS = 11
 
 
-def _pointer_to(dtype):
-    @intrinsic
-    def at(typingctx, addr):
-        def codegen(context, builder, sig, args):
-            return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
-
-        return types.CPointer(dtype)(types.int64), codegen
-
-    return at
-
-
-_f32_at = _pointer_to(types.float32)
-_f64_at = _pointer_to(types.float64)
+_f32_at = pointer_to(types.float32)
+_f64_at = pointer_to(types.float64)
 
 
 @njit(nogil=True, cache=True)

@@ -35,8 +35,7 @@ memgrad runs the loops as Python parts).
 import numpy as np
 from numba import carray, cfunc, njit, types
 
-from memgrad._kernels.handoff import _gemm, _thread_self
-from memgrad._kernels.jobs import _pointer_to
+from memgrad._kernels.handoff import _gemm, _thread_self, pointer_to
 from memgrad._kernels.winograd import _winograd_grad, _winograd_input, _winograd_output
 
 __all__ = ["WINOGRAD_WORDS", "WINOGRAD_JOB", "W_KIND", "W_DOUBLE", "W_LO", "W_HI", "W_C",
@@ -54,9 +53,9 @@ WINOGRAD_WORDS = 28
 
 _NO_TRANS, _TRANS = 111, 112
 
-_f32_at = _pointer_to(types.float32)
-_f64_at = _pointer_to(types.float64)
-_i64_at = _pointer_to(types.int64)
+_f32_at = pointer_to(types.float32)
+_f64_at = pointer_to(types.float64)
+_i64_at = pointer_to(types.int64)
 
 
 @njit(nogil=True, cache=True)
