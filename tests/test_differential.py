@@ -89,12 +89,15 @@ def _small_causal_blocks_and_kernels():
     3x3 convolution takes the Winograd path from 16 channels and 256 tiles (NOTE [ Winograd
     convolution ]): here on every size too, its bias gradient then from the weight
     gradient's op, and its loops over the batch as jobs on the helpers from 2^23
-    multiply-adds (NOTE [ Winograd convolution as jobs ]): here on every size of two or
-    more samples. A linear layer's product goes to BLAS through ``parts.Gemm`` (with its
-    bias filled in first, or added after from ``BIAS_AFTER_MIN`` output elements: NOTE
-    [ Bias after the product ]) from ``GEMM_MIN_MACS`` multiply-adds: here on every size,
-    the bias after from 2 output elements, so that the programs take both. The row softmax
-    and log_softmax run in parts of their rows from 2^18 elements: here on every size."""
+    multiply-adds (NOTE [ Winograd convolution as jobs ]): here on every size of two or more
+    samples. Other convolutions of at most 64 output positions a sample take one product per
+    chunk of samples (NOTE [ Few output positions ]): here of at most 4, so that the
+    programs' small images take both that and the per-sample paths. A linear layer's product
+    goes to BLAS through ``parts.Gemm`` (with its bias filled in first, or added after from
+    ``BIAS_AFTER_MIN`` output elements: NOTE [ Bias after the product ]) from
+    ``GEMM_MIN_MACS`` multiply-adds: here on every size, the bias after from 2 output
+    elements, so that the programs take both. The row softmax and log_softmax run in parts
+    of their rows from 2^18 elements: here on every size."""
     import memgrad.ops.conv as conv_ops
     import memgrad.ops.elementwise as ew_ops
     import memgrad.ops.nn as nn_ops
@@ -110,6 +113,7 @@ def _small_causal_blocks_and_kernels():
         patch.setattr(conv_ops, "_WINOGRAD_MAX_BYTES", (1 << 60, 1 << 60))
         patch.setattr(conv_ops, "batch_as_jobs", lambda n, macs, job, words_of:
                       parts.batch_as_jobs(n, parts.PARTS_MIN_MACS, job, words_of))
+        patch.setattr(conv_ops, "_BATCHED_MAX_POSITIONS", 4)
         patch.setattr(nn_ops, "GEMM_MIN_MACS", 0)
         patch.setattr(nn_ops, "BIAS_AFTER_MIN", 2)
         patch.setattr(reduce_ops, "SOFTMAX_COST", parts.PARTS_MIN_MACS)

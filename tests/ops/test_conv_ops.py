@@ -84,21 +84,34 @@ CONV_CASES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _per_sample_paths(monkeypatch):
+    """The tests here take the per-sample paths (columns, row-shifted, Winograd) on their
+    small images, which by default take one product per chunk of samples (NOTE [ Few output
+    positions ]); ``_force_forward(monkeypatch, "batched")`` takes that one."""
+    monkeypatch.setattr(conv_ops, "_BATCHED_MAX_POSITIONS", 0)
+
+
 def _force_forward(monkeypatch, path):
     """Make the row-shifted forward take one of its two products whatever the shapes, and
     the weight gradient transpose ``g`` or not with it (NOTE [ Row-shifted convolution ]):
-    ``"stacked"`` (and transposed), ``"windows"`` (``g`` as it lies), or ``"auto"``."""
+    ``"stacked"`` (and transposed), ``"windows"`` (``g`` as it lies), or ``"auto"``; or
+    ``"batched"``: one product per chunk of samples, for the forward and the weight
+    gradient, whatever the number of output positions (NOTE [ Few output positions ])."""
     if path == "stacked":
         monkeypatch.setattr(conv_ops, "_STACKED_MAX_CO", 1 << 30)
         monkeypatch.setattr(conv_ops, "_STACKED_MIN_K", 0)
     elif path == "windows":
         monkeypatch.setattr(conv_ops, "_STACKED_MAX_CO", 0)
+    elif path == "batched":
+        monkeypatch.setattr(conv_ops, "_BATCHED_MAX_POSITIONS", 1 << 30)
 
 
 PATHS = ["stacked", "windows"]
+ALL_PATHS = PATHS + ["batched"]
 
 
-@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("path", ALL_PATHS)
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("xs, ws, stride, padding, dilation, groups", CONV_CASES)
 def test_conv2d_matches_direct_sum(monkeypatch, xs, ws, stride, padding, dilation, groups, bias,
@@ -150,7 +163,7 @@ CHECK_CASES = [
 ]
 
 
-@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("path", ALL_PATHS)
 @pytest.mark.parametrize("xs, ws, stride, padding, dilation, groups, bias", CHECK_CASES)
 def test_conv2d_gradcheck_and_gradgradcheck(monkeypatch, xs, ws, stride, padding, dilation,
                                             groups, bias, path):
@@ -611,6 +624,50 @@ def test_row_shifted_forward_picks_the_stacked_product_for_few_output_channels(m
         np.testing.assert_allclose(conv2d(mg.tensor(x), mg.tensor(w), padding=1).numpy(),
                                    np_conv2d(x, w, padding=1), rtol=1e-12, atol=1e-12)
     assert taken == ["_forward_stacked", "_forward_windows", "_forward_windows"]
+
+
+# ---------------------------------------------------------------------------- few positions
+
+
+def test_few_output_positions_take_one_product_per_chunk_of_samples(monkeypatch):
+    """NOTE [ Few output positions ]: groups 1 and at most 64 output positions a sample."""
+    monkeypatch.undo()  # the module's default, not this file's fixture
+    assert conv_ops._batched(8, 8, 1) and conv_ops._batched(1, 1, 1)
+    assert not conv_ops._batched(9, 8, 1) and not conv_ops._batched(16, 16, 1)
+    assert not conv_ops._batched(4, 4, 2) and not conv_ops._batched(0, 4, 1)
+
+
+@pytest.mark.parametrize("chunk", [1, 1 << 25])  # one sample a chunk, or the whole batch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_products_give_the_direct_sums_and_their_gradients(monkeypatch, chunk, dtype):
+    monkeypatch.setattr(conv_ops, "_BATCHED_MAX_POSITIONS", 64)
+    monkeypatch.setattr(conv_ops, "_BATCHED_CHUNK_BYTES", chunk)
+    taken = []
+    for name in ("_forward_batched", "_weight_grad_batched"):
+        real = getattr(conv_ops, name)
+        monkeypatch.setattr(conv_ops, name,
+                            lambda *a, _real=real, _name=name: taken.append(_name) or _real(*a))
+    rng = np.random.default_rng(21)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    for xs, ws, params in [((3, 4, 6, 5), (5, 4, 3, 3), dict(padding=1)),
+                           ((4, 3, 7, 7), (2, 3, 3, 2), dict(stride=2, padding=(1, 0))),
+                           ((2, 2, 9, 8), (3, 2, 2, 3), dict(stride=(2, 1), dilation=(2, 1)))]:
+        x, w, b = (rng.standard_normal(s).astype(dtype) for s in (xs, ws, ws[:1]))
+        ts = [mg.tensor(a, requires_grad=True) for a in (x, w, b)]
+        out = conv2d(*ts, **params)
+        g = rng.standard_normal(out.shape).astype(dtype)
+        out.backward(mg.tensor(g))
+        np.testing.assert_allclose(out.numpy(), np_conv2d(x, w, b, **params), rtol=tol, atol=tol)
+        # the gradients against the per-sample paths', in float64
+        monkeypatch.setattr(conv_ops, "_BATCHED_MAX_POSITIONS", 0)
+        ref = [mg.tensor(a.astype(np.float64), requires_grad=True) for a in (x, w, b)]
+        conv2d(*ref, **params).backward(mg.tensor(g.astype(np.float64)))
+        monkeypatch.setattr(conv_ops, "_BATCHED_MAX_POSITIONS", 64)
+        for t, r in zip(ts, ref):
+            assert t.grad.dtype == t.dtype
+            np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), rtol=tol, atol=tol)
+    assert taken.count("_weight_grad_batched") == 3
+    assert taken.count("_forward_batched") == 4  # and the stride-1 input gradient
 
 
 # ---------------------------------------------------------------------------- Winograd
