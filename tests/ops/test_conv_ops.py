@@ -613,11 +613,7 @@ def test_row_shifted_forward_picks_the_stacked_product_for_few_output_channels(m
     """W3's layers (32 channels, 3x3) take the stacked product, 64 output channels or 2
     input channels the window products; both give the direct sum (the Winograd path off)."""
     monkeypatch.setattr(conv_ops.WINOGRAD, "enabled", False)
-    taken = []
-    for name in ("_forward_stacked", "_forward_windows"):
-        real = getattr(conv_ops, name)
-        monkeypatch.setattr(conv_ops, name,
-                            lambda *a, _real=real, _name=name: taken.append(_name) or _real(*a))
+    taken = _spy(monkeypatch, ("_forward_stacked", "_forward_windows"))
     rng = np.random.default_rng(13)
     for c, co in ((32, 32), (32, 64), (2, 32)):
         x, w = rng.standard_normal((2, c, 5, 5)), rng.standard_normal((co, c, 3, 3))
@@ -642,11 +638,7 @@ def test_few_output_positions_take_one_product_per_chunk_of_samples(monkeypatch)
 def test_batched_products_give_the_direct_sums_and_their_gradients(monkeypatch, chunk, dtype):
     monkeypatch.setattr(conv_ops, "_BATCHED_MAX_POSITIONS", 64)
     monkeypatch.setattr(conv_ops, "_BATCHED_CHUNK_BYTES", chunk)
-    taken = []
-    for name in ("_forward_batched", "_weight_grad_batched"):
-        real = getattr(conv_ops, name)
-        monkeypatch.setattr(conv_ops, name,
-                            lambda *a, _real=real, _name=name: taken.append(_name) or _real(*a))
+    taken = _spy(monkeypatch, ("_forward_batched", "_weight_grad_batched"))
     rng = np.random.default_rng(21)
     tol = 1e-4 if dtype == np.float32 else 1e-12
     for xs, ws, params in [((3, 4, 6, 5), (5, 4, 3, 3), dict(padding=1)),
