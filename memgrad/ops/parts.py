@@ -584,16 +584,9 @@ def products_in_parts(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str, 
     if row is None:
         return False
     batch = math.prod(a.shape[:-2])
-    threads = set_local(1)
-    try:
-        k = min(threads, batch)
-        if k < 2:
-            return False
-        kernels = _kernels()
-        return _run_jobs(threads, k, kernels.PRODUCTS_JOB,
-                         lambda: kernels.product_parts(row, k, batch))
-    finally:
-        set_local(threads)
+    kernels = _kernels()
+    return _split_as_jobs(set_local, batch, lambda: kernels.PRODUCTS_JOB,
+                          lambda ends: kernels.product_parts(row, len(ends) - 1, batch))
 
 
 def kernel_in_parts(kernel: Callable, blocks: int, rows_per_block: int, macs: int,
@@ -676,8 +669,14 @@ def batch_as_jobs(n: int, macs: int, job: Callable[[], int],
     if macs < PARTS_MIN_MACS or n < 2 or _inside.active or Parts.handoff is None:
         return False
     set_local = _set_local()
-    if set_local is None:
-        return False
+    return set_local is not None and _split_as_jobs(set_local, n, job, words_of)
+
+
+def _split_as_jobs(set_local: Any, n: int, job: Callable[[], int],
+                   words_of: Callable[[list[int]], np.ndarray]) -> bool:
+    """``range(n)`` in one contiguous part per BLAS thread as ``job()`` on the hand-off,
+    part j reading row j of ``words_of(ends)``, with single-threaded BLAS meanwhile; False
+    where there would be fewer than two parts or no hand-off's helpers."""
     threads = set_local(1)
     try:
         k = min(threads, n)
