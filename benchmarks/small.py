@@ -26,7 +26,8 @@ clock, and ``--threads 1`` runs PyTorch on one thread (set ``OPENBLAS_NUM_THREAD
 NumPy's BLAS too): on a machine shared with other jobs that compares the two frameworks'
 work rather than the load. ``--lead 1`` runs one untimed step of the same case right
 before each timed one, so that a step follows a step of its own, as in a training loop
-(by default each follows the previous case's, the other framework's or the other mode's).
+(by default each follows the previous case's, the other framework's or the other mode's,
+and the full garbage collection the rounds make before each case).
 ``--by-op 12`` then profiles ``--repeats`` more steps of each case and prints the 12 ops
 that take the most time per step in each framework (memgrad's primitives, timed from the
 dispatcher in; PyTorch's ops by their self CPU time in ``torch.profiler``).
