@@ -97,7 +97,9 @@ def _small_causal_blocks_and_kernels():
     ``BIAS_AFTER_MIN`` output elements: NOTE [ Bias after the product ]) from
     ``GEMM_MIN_MACS`` multiply-adds: here on every size, the bias after from 2 output
     elements, so that the programs take both. The row softmax and log_softmax run in parts
-    of their rows from 2^18 elements: here on every size."""
+    of their rows from 2^18 elements: here on every size. Self-attention runs as one job per
+    part of its (sample, head) pairs from 2^20 multiply-adds (NOTE [ Fused self-attention as
+    jobs ]): here from 48, so that the programs take both that and its separate products."""
     import memgrad.ops.conv as conv_ops
     import memgrad.ops.elementwise as ew_ops
     import memgrad.ops.nn as nn_ops
@@ -117,6 +119,7 @@ def _small_causal_blocks_and_kernels():
         patch.setattr(nn_ops, "GEMM_MIN_MACS", 0)
         patch.setattr(nn_ops, "BIAS_AFTER_MIN", 2)
         patch.setattr(reduce_ops, "SOFTMAX_COST", parts.PARTS_MIN_MACS)
+        patch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 48)
         yield
 
 

@@ -19,6 +19,7 @@ that ``import memgrad`` does not import numba.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Sequence
@@ -1264,6 +1265,101 @@ def _blocks_of(causal: bool, length: int) -> int:
     return CAUSAL_BLOCK if causal else max(length, 1)
 
 
+# NOTE [ Fused self-attention as jobs ]
+# Where the hand-off is set up (NOTE [ One set of threads ] in ops/parts.py),
+# ``self_attention`` and ``self_attention_backward`` run as one job per part of their
+# (sample, head) pairs, ``ATTENTION_JOB`` (memgrad/_kernels/attention_jobs.py), rather than
+# as two or five products as jobs and one or two softmax kernels as jobs, each a hand-off
+# and a round of Python: for each pair the job runs the same BLAS calls (the products'
+# rows of words, made here by ``parts.product_words``, with the part's own (T, T) scratch
+# for the scores, weights and their gradients in place of the (N, H, T, T) arrays) and the
+# same softmax kernels, so its results are those of the separate products and kernels as
+# jobs, bit for bit, whatever the split. The scratch of a pair stays in cache for the
+# pair's next phase. Below ``ATTENTION_JOB_MIN_MACS`` multiply-adds, with one BLAS thread,
+# without the hand-off (or with ``NUMBA_DISABLE_JIT=1``), or for operands BLAS cannot take
+# as they lie, the op runs its separate products and kernels.
+
+# multiply-adds from which self-attention runs as one job per part (NOTE [ Fused
+# self-attention as jobs ]): those from which its products run as jobs
+ATTENTION_JOB_MIN_MACS = parts.JOB_PARTS_MIN_MACS
+
+
+@functools.cache
+def _attention_jobs() -> Any:
+    from memgrad._kernels import attention_jobs
+
+    return attention_jobs
+
+
+def _repeated(a: np.ndarray, batch: tuple) -> np.ndarray:
+    """``a`` (one matrix) as a batch of ``batch`` matrices, all ``a`` itself (batch strides
+    0): a pair's scratch in the words of the products of every pair."""
+    return np.ndarray(batch + a.shape, a.dtype, a, 0, (0,) * len(batch) + a.strides)
+
+
+# the phases of ATTENTION_JOB whose operand a (word W_A) or c (W_C) is the part's scratch
+_SCRATCH_OPERANDS = {True: ((0, "c"), (1, "a")),
+                     False: ((0, "c"), (1, "a"), (2, "c"), (3, "a"), (4, "a"))}
+
+
+def _attention_as_jobs(qkv: np.ndarray, g: np.ndarray | None, out: np.ndarray, heads: int,
+                       causal: bool, scale: float, block: int) -> bool:
+    """``self_attention`` (``g`` None) into ``out`` (N, T, E), or its backward into ``out``
+    (N, T, 3E), as jobs on the helpers (NOTE [ Fused self-attention as jobs ]); False, with
+    nothing written, where that does not run."""
+    n, t, e3 = qkv.shape
+    pairs, d = n * heads, e3 // (3 * heads)
+    forward = g is None
+    macs = pairs * t * t * d * (3 if forward else 7) // 2  # a full product, then halves
+    if macs < ATTENTION_JOB_MIN_MACS or pairs < 2 or t == 0 or d == 0:
+        return False
+    dtype = qkv.dtype
+    q, k, v = _qkv_heads(qkv, heads)
+    scratch = np.empty((4, t, t), dtype)  # part 0's; the other parts' are made in words_of
+    batch = (n, heads)
+    s, p, dw, ds = (_repeated(m, batch) for m in scratch)
+    if forward:
+        plan = ((q, k, s, "abT"), (p, v, _split_heads(out, heads), "ab"))
+    else:
+        dq, dk, dv = _qkv_heads(out, heads)
+        gh = _split_heads(np.asarray(g, dtype=dtype), heads)
+        plan = ((q, k, s, "abT"), (p, gh, dv, "aTb"), (gh, v, dw, "abT"), (ds, k, dq, "ab"),
+                (ds, q, dk, "aTb"))
+    rows = [parts.product_words(a, b, c, form, block) for a, b, c, form in plan]
+    if any(r is None for r in rows):
+        return False
+    phases = np.array(rows, np.int64)
+    kept: list = []
+
+    def words_of(ends: list) -> np.ndarray:
+        from memgrad._kernels.handoff import W_A, W_C
+
+        jobs = _attention_jobs()
+        words = np.zeros((len(ends) - 1, jobs.ATTENTION_WORDS), np.int64)
+        more = np.empty((len(words) - 1, 4, t, t), dtype)  # the other parts' scratch
+        kept.append(more)
+        for j, row in enumerate(words):
+            own, own_phases = (scratch, phases) if j == 0 else (more[j - 1], phases.copy())
+            if j:  # the same products, with this part's scratch
+                moved = own.ctypes.data - scratch.ctypes.data
+                for i, operand in _SCRATCH_OPERANDS[forward]:
+                    own_phases[i, W_A if operand == "a" else W_C] += moved
+                kept.append(own_phases)
+            row[jobs.A_KIND] = jobs.FORWARD if forward else jobs.BACKWARD
+            row[jobs.A_DOUBLE] = dtype == np.float64
+            row[jobs.A_LO], row[jobs.A_HI] = ends[j], ends[j + 1]
+            row[jobs.A_HEADS], row[jobs.A_T] = heads, t
+            row[jobs.A_SCALE] = np.float64(scale).view(np.int64)
+            row[jobs.A_CAUSAL] = causal
+            for word, m in zip((jobs.A_S, jobs.A_P, jobs.A_DW, jobs.A_DS), own):
+                row[word] = m.ctypes.data
+            row[jobs.A_PHASES] = own_phases.ctypes.data
+        return words
+
+    return parts.batch_as_jobs(pairs, macs, lambda: _attention_jobs().ATTENTION_JOB, words_of,
+                               min_macs=ATTENTION_JOB_MIN_MACS)
+
+
 @primitive("self_attention", saves={"qkv": (0,)}, kind="matmul")
 def self_attention(qkv, *, heads, causal, scale):
     """``scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)`` over
@@ -1280,9 +1376,11 @@ def self_attention(qkv, *, heads, causal, scale):
     shape = _self_attention_shape(qkv.shape, heads)
     _check_qkv_dtype(qkv)
     block = _blocks_of(causal, shape[1])
+    out = np.empty(shape, qkv.dtype)
+    if _attention_as_jobs(qkv, None, out, heads, causal, scale, block):
+        return out
     q, k, v = _qkv_heads(qkv, heads)
     weights = _attention_weights(q, k, causal, scale, block)
-    out = np.empty(shape, qkv.dtype)
     _causal_into(weights, v, _split_heads(out, heads), "ab", block)
     return out
 
@@ -1311,9 +1409,11 @@ def self_attention_backward(g, qkv, *, heads, causal, scale):
         raise ValueError(f"expected g of shape {shape} for qkv of shape {qkv.shape}, got "
                          f"{g.shape}")
     block = _blocks_of(causal, shape[1])
+    grad = np.empty(qkv.shape, qkv.dtype)
+    if _attention_as_jobs(qkv, g, grad, heads, causal, scale, block):
+        return grad
     q, k, v = _qkv_heads(qkv, heads)
     weights = _attention_weights(q, k, causal, scale, block)
-    grad = np.empty(qkv.shape, qkv.dtype)
     dq, dk, dv = _qkv_heads(grad, heads)
     gh = _split_heads(np.asarray(g, dtype=qkv.dtype), heads)
     _causal_into(weights, gh, dv, "aTb", block)

@@ -146,7 +146,8 @@ import numpy as np
 
 __all__ = ["PARTS_MIN_MACS", "PRODUCT_PARTS_MIN_MACS", "JOB_PARTS_MIN_MACS", "ROW_ALIGN",
            "Parts", "in_parts", "rows_in_parts", "rows_product", "products_in_parts",
-           "kernel_in_parts", "kernel_as_jobs", "batch_as_jobs", "gemm_address", "Gemm",
+           "kernel_in_parts", "kernel_as_jobs", "batch_as_jobs", "product_words", "gemm_address",
+           "Gemm",
            "add_rows"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
@@ -224,7 +225,7 @@ class Parts:
     gers: dict | None = None  # dtype -> cblas_?ger or None, looked up on first use
     ones: dict = {}  # dtype -> a read-only vector of ones (the longest asked for yet)
     gemm_at: dict | None = None  # dtype -> the address of its cblas_?gemm, where there is one
-    layouts: dict = {}  # the words of _product_row by layout (None: it does not fit)
+    layouts: dict = {}  # the words of product_words by layout (None: it does not fit)
     helpers: list | None = None  # the _Helper threads, k - 1 of them
     lock = threading.Lock()  # one op in parts at a time: the helpers take one part each
     handoff: object = False  # the _Handoff of NOTE [ One set of threads ], None, or not set up
@@ -580,7 +581,7 @@ def products_in_parts(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str, 
     if macs < JOB_PARTS_MIN_MACS or _inside.active or Parts.handoff is None:
         return False
     set_local = _set_local()
-    row = _product_row(a, b, out, form, block) if set_local is not None else None
+    row = product_words(a, b, out, form, block) if set_local is not None else None
     if row is None:
         return False
     batch = math.prod(a.shape[:-2])
@@ -652,21 +653,23 @@ def kernel_as_jobs(kernel: Callable, blocks: int, rows_per_block: int, macs: int
 
 
 def batch_as_jobs(n: int, macs: int, job: Callable[[], int],
-                  words_of: Callable[[list[int]], np.ndarray]) -> bool:
+                  words_of: Callable[[list[int]], np.ndarray],
+                  min_macs: int | None = None) -> bool:
     """``in_parts`` for a compiled job of the hand-off (an op's own loop over its batch, as
     ``memgrad._kernels.winograd_jobs.WINOGRAD_JOB``; ``job()`` gives its address, asked for
     only where it can run, so that its module is imported, and compiled, only then):
     ``range(n)`` in one contiguous part per BLAS thread, part j reading row j of
     ``words_of(ends)`` (``ends`` the parts' bounds), without the GIL, on the calling thread
     and the helpers at once, with single-threaded BLAS. False, with neither called, where
-    that does not run: fewer than ``PARTS_MIN_MACS`` multiply-adds, one BLAS thread or one
-    sample, no hand-off, inside a part.
+    that does not run: fewer than ``min_macs`` multiply-adds (by default
+    ``PARTS_MIN_MACS``), one BLAS thread or one sample, no hand-off, inside a part.
 
     Example:
         >>> batch_as_jobs(4, 0, lambda: 0, lambda ends: np.zeros((len(ends) - 1, 1)))
         False
     """
-    if macs < PARTS_MIN_MACS or n < 2 or _inside.active or Parts.handoff is None:
+    least = PARTS_MIN_MACS if min_macs is None else min_macs
+    if macs < least or n < 2 or _inside.active or Parts.handoff is None:
         return False
     set_local = _set_local()
     return set_local is not None and _split_as_jobs(set_local, n, job, words_of)
@@ -751,15 +754,21 @@ _FORM_DIMS = {"mm": ((1, 2), (0, 3)), "abT": ((1, 3), (0, 2)), "ab": ((1, 2), (0
               "aTb": ((0, 2), (1, 3))}
 
 
-def _product_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
+def product_words(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
                  block: int) -> list | None:
-    """The words of ``products_in_parts``'s job, or None when the operands do not fit it:
-    one or two batch dimensions, one float dtype, no empty dimension, matrices whose rows or
-    columns are unit-strided and an output whose rows are, the shapes the form asks for, an
-    output apart from the operands.
+    """The words of ``products_in_parts``'s job (``handoff.PRODUCTS_JOB``'s row, the part's
+    range still empty), or None when the operands do not fit it: one or two batch
+    dimensions, one float dtype, no empty dimension, matrices whose rows or columns are
+    unit-strided and an output whose rows are, the shapes the form asks for, an output apart
+    from the operands.
     (Checked here, from the arrays: the job reads and writes where these words point. The
     words of a layout, all but the addresses, are made once and kept: an op's products
-    repeat a few layouts, and making them cost more than the job's hand-off.)"""
+    repeat a few layouts, and making them cost more than the job's hand-off.)
+
+    Example:
+        >>> product_words(np.ones((2, 3)), np.ones((3, 2)), np.empty((2, 2)), "mm", 1) is None
+        True
+    """
     key = (a.shape, b.shape, out.shape, a.strides, b.strides, out.strides, a.dtype, b.dtype,
            out.dtype, form, block)
     row = Parts.layouts.get(key, False)
@@ -776,12 +785,12 @@ def _product_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
     return row
 
 
-_LAYOUTS_KEPT = 256  # the layouts of products whose words _product_row keeps
+_LAYOUTS_KEPT = 256  # the layouts of products whose words product_words keeps
 
 
 def _layout_words(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
                   block: int) -> list | None:
-    """``_product_row``'s words for the layout of ``a``, ``b`` and ``out`` (their shapes,
+    """``product_words``'s words for the layout of ``a``, ``b`` and ``out`` (their shapes,
     strides and dtypes), the addresses 0; None where the layout does not fit."""
     nd = a.ndim
     dtype = a.dtype

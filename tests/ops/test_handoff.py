@@ -292,7 +292,7 @@ def test_products_as_jobs_do_not_depend_on_the_split_and_use_both_threads(blas_t
     outs, threads = [], []
     for k in (1, 2, 3):  # three parts: one more than there are helpers and callers
         out = _job_out(form, a, b)
-        row = parts_mod._product_row(a, b, out, form, block)
+        row = parts_mod.product_words(a, b, out, form, block)
         words = handoff.product_parts(row, k, batch)
         with _blas(1):
             blas_threads.call(0, handoff.PRODUCTS_JOB, k, words.strides[0], words.ctypes.data, 0)
@@ -326,7 +326,7 @@ def test_products_as_jobs_decline_what_they_cannot_run(blas_threads):
 
 
 def test_products_of_one_layout_use_each_call_s_own_arrays(blas_threads):
-    # the words of a layout are made once and kept (_product_row): a second call with other
+    # the words of a layout are made once and kept (product_words): a second call with other
     # arrays of that layout writes into its own output, and an output that overlaps an
     # operand is still declined
     rng = np.random.default_rng(4)
@@ -411,8 +411,11 @@ def test_products_as_jobs_take_reversed_and_broadcast_batches(blas_threads):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_self_attention_through_jobs_equals_the_numpy_path(blas_threads, monkeypatch, dtype):
+    from memgrad.ops import nn as nn_ops
     from memgrad.ops.nn import self_attention, self_attention_backward
 
+    # its separate products (not the one job per part of NOTE [ Fused self-attention as jobs ])
+    monkeypatch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 1 << 62)
     rng = np.random.default_rng(5)
     qkv = rng.standard_normal((6, 40, 3 * 48)).astype(dtype)
     g = rng.standard_normal((6, 40, 48)).astype(dtype)
@@ -650,3 +653,103 @@ def test_winograd_jobs_decline_what_they_cannot_take(blas_threads, monkeypatch):
     assert not np.any(out == 7.0)
     parts = run(False, x, g, np.zeros(4), None, (1, 1), big)
     assert len(parts) == 2 and parts[0][0].shape == (16, 3, 4) and parts[0][1].shape == (4,)
+
+
+# -------------------------------------------------------------------- self-attention as jobs
+
+# (N, T, heads, D): a length that is not a multiple of the causal block, one head, one sample
+_ATTENTION_CASES = [(3, 40, 2, 8), (1, 16, 3, 4), (2, 64, 4, 16), (4, 5, 1, 2)]
+
+
+def _attention_both_ways(monkeypatch, run):
+    """``run()`` with self-attention's separate products and softmax kernels (the products
+    as jobs at every size), then as one job per part (every size) with ``batch_as_jobs``
+    watched: the two results and whether each call ran as jobs."""
+    from memgrad.ops import nn as nn_ops
+
+    monkeypatch.setattr(parts_mod, "JOB_PARTS_MIN_MACS", 0)
+    monkeypatch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 1 << 62)
+    want = run()
+    calls = []
+    ran = parts_mod.batch_as_jobs
+    monkeypatch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 0)
+    monkeypatch.setattr(parts_mod, "batch_as_jobs",
+                        lambda *args, **kw: calls.append(ran(*args, **kw)) or calls[-1])
+    return want, run(), calls
+
+
+@pytest.mark.parametrize("threads", [2, 3])  # three parts: one more than there are helpers
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_self_attention_as_jobs_equals_its_separate_products_bit_for_bit(blas_threads,
+                                                                         monkeypatch, dtype,
+                                                                         threads):
+    from memgrad.ops import nn as nn_ops
+
+    def run():
+        rng = np.random.default_rng(13)
+        got = []
+        for (n, t, heads, d), causal in itertools.product(_ATTENTION_CASES, (True, False)):
+            qkv = rng.standard_normal((n, t, 3 * heads * d)).astype(dtype)
+            g = rng.standard_normal((n, t, heads * d)).astype(dtype)
+            args = dict(heads=heads, causal=causal, scale=0.37)
+            got += [nn_ops.self_attention.forward(qkv, **args),
+                    nn_ops.self_attention_backward.forward(g, qkv, **args),
+                    nn_ops.self_attention_backward.forward(g.transpose(1, 0, 2).copy()
+                                                           .transpose(1, 0, 2), qkv, **args)]
+        return got
+
+    with _blas(threads):
+        want, got, calls = _attention_both_ways(monkeypatch, run)
+    # every case of two or more (sample, head) pairs ran as jobs; one pair cannot be split
+    assert calls == [n * h >= 2 for (n, _, h, _), _ in
+                     itertools.product(_ATTENTION_CASES, (True, False)) for _ in range(3)]
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_attention_through_the_jobs_has_the_separate_values_and_gradients(blas_threads,
+                                                                          monkeypatch):
+    import memgrad as mg
+    from tests.helpers.op_samples import _np_self_attention, _np_self_attention_backward
+
+    rng = np.random.default_rng(14)
+    qkv, g = rng.standard_normal((3, 24, 36)), rng.standard_normal((3, 24, 12))
+
+    def run():
+        x = mg.tensor(qkv, requires_grad=True)
+        out = mg.ops.nn.self_attention(x, heads=3, causal=True, scale=0.4)
+        out.backward(mg.tensor(g))
+        return [out.numpy(), x.grad.numpy()]
+
+    want, got, calls = _attention_both_ways(monkeypatch, run)
+    assert calls == [True, True]  # the forward, the backward
+    for a, b in zip(got, want):
+        assert np.array_equal(a, b)
+    np.testing.assert_allclose(got[0], _np_self_attention(qkv, 3, True, 0.4), rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(got[1], _np_self_attention_backward(g, qkv, 3, True, 0.4),
+                               rtol=1e-11, atol=1e-11)
+    # and the jobs' gradient is the derivative of the jobs' forward
+    small = mg.tensor(rng.standard_normal((2, 5, 12)), requires_grad=True)
+    assert mg.autograd.gradcheck(
+        lambda v: mg.ops.nn.self_attention(v, heads=2, causal=True, scale=0.6), (small,))
+
+
+def test_self_attention_jobs_decline_what_they_cannot_take(blas_threads, monkeypatch):
+    from memgrad.ops import nn as nn_ops
+
+    monkeypatch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 0)
+    rng = np.random.default_rng(15)
+    qkv, g = rng.standard_normal((2, 8, 12)), rng.standard_normal((2, 8, 4))
+    run = nn_ops._attention_as_jobs
+    out, grad = np.full((2, 8, 4), 7.0), np.full((2, 8, 12), 7.0)
+    assert not run(qkv[:1], None, out[:1], 1, True, 0.5, 2)  # one (sample, head) pair
+    assert not run(qkv, np.asfortranarray(g), grad, 2, True, 0.5, 2)  # g's heads: no unit stride
+    with _blas(1):
+        assert not run(qkv, None, out, 2, True, 0.5, 2)  # one BLAS thread
+    monkeypatch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 1 << 62)
+    assert not run(qkv, None, out, 2, True, 0.5, 2)  # too small
+    assert np.all(out == 7.0) and np.all(grad == 7.0)
+    monkeypatch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 0)
+    assert run(qkv, None, out, 2, True, 0.5, 2) and run(qkv, g, grad, 2, True, 0.5, 2)
+    assert not np.any(out == 7.0) and not np.any(grad == 7.0)
