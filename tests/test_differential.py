@@ -99,7 +99,10 @@ def _small_causal_blocks_and_kernels():
     elements, so that the programs take both. The row softmax and log_softmax run in parts
     of their rows from 2^18 elements: here on every size. Self-attention runs as one job per
     part of its (sample, head) pairs from 2^20 multiply-adds (NOTE [ Fused self-attention as
-    jobs ]): here from 48, so that the programs take both that and its separate products."""
+    jobs ]): here from 48, so that the programs take both that and its separate products.
+    The layer norm kernels run as jobs from 2^23 multiply-adds, 16 an element (NOTE [ Layer
+    norm as jobs ]): here from 256, so that the programs' forwards and input gradients take
+    both ways (the gradients' sums over chunks of 64 rows need more rows than they have)."""
     import memgrad.ops.conv as conv_ops
     import memgrad.ops.elementwise as ew_ops
     import memgrad.ops.nn as nn_ops
@@ -120,6 +123,7 @@ def _small_causal_blocks_and_kernels():
         patch.setattr(nn_ops, "BIAS_AFTER_MIN", 2)
         patch.setattr(reduce_ops, "SOFTMAX_COST", parts.PARTS_MIN_MACS)
         patch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 48)
+        patch.setattr(nn_ops, "NORM_JOB_MIN_MACS", 256)
         yield
 
 

@@ -92,7 +92,8 @@ def _check_float(input: Tensor, api: str) -> None:
 # whole 64-row chunks of the layer norm weight gradient, whose chunk sums are added in
 # order after, so every result is bitwise that of one kernel call. Where the hand-off is set
 # up, the GELU, relu and softmax kernels' parts (the row softmax and log_softmax too) run
-# as compiled jobs without the GIL instead (NOTE [ Kernels as jobs ] in ops/parts.py).
+# as compiled jobs without the GIL instead (NOTE [ Kernels as jobs ] in ops/parts.py), and
+# the layer norm kernels' as jobs of their own (NOTE [ Layer norm as jobs ]).
 
 
 def _rows_in_parts(blocks: int, rows_per_block: int, cost: int, work: Any) -> None:
@@ -465,6 +466,72 @@ def _affine(t: np.ndarray | None, d: int, default: float, dtype: np.dtype) -> np
     return np.ascontiguousarray(t, dtype=dtype).reshape(d)
 
 
+# NOTE [ Layer norm as jobs ]
+# Where the hand-off is set up, the layer norm kernels' parts (NOTE [ Row parts ]) run as
+# one compiled job, ``NORM_JOB`` (memgrad/_kernels/norm_jobs.py), rather than as Python
+# parts: each part is the same kernel call on the same rows (whole chunks of rows for the
+# weight gradient's sums, added in order after), so the results are those of the Python
+# parts, bit for bit. A Python part is handed over with the GIL, some 50 us before the
+# helper starts (a (2048, 256) forward took longer in two Python parts than on one thread);
+# a job starts in some 10. Without the hand-off (or with ``NUMBA_DISABLE_JIT=1``), or for
+# arrays the job cannot take as they lie, the kernels run as Python parts.
+
+
+# multiply-adds (an element _NORM_COST) from which the layer norm kernels run as jobs
+NORM_JOB_MIN_MACS = parts.PARTS_MIN_MACS
+
+
+@functools.cache
+def _norm_jobs() -> Any:
+    from memgrad._kernels import norm_jobs
+
+    return norm_jobs
+
+
+def _norm_as_jobs(kind: str, blocks: int, rows_per_block: int, x: np.ndarray,
+                  g: np.ndarray | None, w: np.ndarray | None, b: np.ndarray | None,
+                  out: np.ndarray | None, partial: np.ndarray | None, eps: float) -> bool:
+    """The layer norm kernel ``kind`` ("forward", "backward", "weight_grad" or "grads") on
+    the rows of ``x`` (N, D), in parts of ``blocks`` blocks of ``rows_per_block`` rows, as
+    jobs on the helpers (NOTE [ Layer norm as jobs ]); False, with nothing written, where
+    that does not run: as ``parts.batch_as_jobs``, or arrays the job cannot take as they lie
+    (checked here: the job reads and writes where the addresses point)."""
+    n, d = x.shape
+    dtype = x.dtype
+    sums = {"weight_grad": blocks * d, "grads": 2 * blocks * d}.get(kind)  # a block a chunk
+    if dtype not in _FLOATS or n == 0 or d == 0 or not x.flags.c_contiguous \
+            or not (blocks - 1) * rows_per_block < n <= blocks * rows_per_block:
+        return False
+    for a, shape in ((g, x.shape), (w, (d,)), (b, (d,)), (out, x.shape)):
+        if a is not None and (a.dtype != dtype or a.shape != shape or not a.flags.c_contiguous):
+            return False
+    if out is not None and (not out.flags.writeable or np.may_share_memory(out, x)
+                            or (g is not None and np.may_share_memory(out, g))):
+        return False
+    if sums is not None and (partial is None or partial.dtype != np.float64
+                             or partial.size != sums or not partial.flags.c_contiguous
+                             or not partial.flags.writeable):
+        return False
+
+    def words_of(ends: list) -> np.ndarray:
+        jobs = _norm_jobs()
+        words = np.zeros((len(ends) - 1, jobs.NORM_WORDS), np.int64)
+        for j, row in enumerate(words):
+            row[jobs.N_KIND] = getattr(jobs, kind.upper())
+            row[jobs.N_DOUBLE] = dtype == np.float64
+            row[jobs.N_LO] = ends[j] * rows_per_block
+            row[jobs.N_HI] = min(ends[j + 1] * rows_per_block, n)
+            row[jobs.N_ROWS], row[jobs.N_D] = n, d
+            row[jobs.N_EPS] = np.float64(eps).view(np.int64)
+            for word, a in ((jobs.N_X, x), (jobs.N_G, g), (jobs.N_W, w), (jobs.N_B, b),
+                            (jobs.N_OUT, out), (jobs.N_PARTIAL, partial)):
+                row[word] = (x if a is None else a).ctypes.data  # x where it is not read
+        return words
+
+    return parts.batch_as_jobs(blocks, n * d * _NORM_COST, lambda: _norm_jobs().NORM_JOB,
+                               words_of, min_macs=NORM_JOB_MIN_MACS)
+
+
 @primitive("layer_norm", saves={"x": (0, 1), "weight": (0,)}, kind="norm")
 def _layer_norm(x, weight, bias, *, ndim, eps):
     from memgrad._kernels.norm import layer_norm_forward_into
@@ -475,8 +542,10 @@ def _layer_norm(x, weight, bias, *, ndim, eps):
         return np.zeros(x.shape, dtype=x.dtype)
     w, b = _affine(weight, d, 1.0, x.dtype), _affine(bias, d, 0.0, x.dtype)
     out = np.empty_like(rows)
-    _rows_in_parts(n, 1, rows.size * _NORM_COST,
-                   lambda lo, hi: layer_norm_forward_into(rows[lo:hi], w, b, eps, out[lo:hi]))
+    if not _norm_as_jobs("forward", n, 1, rows, None, w, b, out, None, eps):
+        _rows_in_parts(n, 1, rows.size * _NORM_COST,
+                       lambda lo, hi: layer_norm_forward_into(rows[lo:hi], w, b, eps,
+                                                              out[lo:hi]))
     return out.reshape(x.shape)
 
 
@@ -509,7 +578,7 @@ def layer_norm_backward(g, x, weight, *, ndim, eps):
     n, d = rows.shape
     w = _affine(weight, d, 1.0, dtype)
     out = np.empty_like(rows)
-    if rows.size:
+    if rows.size and not _norm_as_jobs("backward", n, 1, rows, gr, w, None, out, None, eps):
         _rows_in_parts(n, 1, rows.size * _NORM_COST,
                        lambda lo, hi: layer_norm_backward_into(gr[lo:hi], rows[lo:hi], w, eps,
                                                                out[lo:hi]))
@@ -562,7 +631,8 @@ def layer_norm_grads(g, x, weight, *, ndim, eps):
         layer_norm_grads_chunks(gr[lo:hi], rows[lo:hi], w, eps, packed[lo:hi],
                                 partial[c0:c1])
 
-    if rows.size:
+    if rows.size and not _norm_as_jobs("grads", partial.shape[0], ROWS_PER_CHUNK, rows, gr, w,
+                                       None, packed[:n], partial, eps):
         _rows_in_parts(partial.shape[0], ROWS_PER_CHUNK, rows.size * _NORM_COST, work)
     sum_chunks_into(partial.reshape(partial.shape[0], 2 * d), packed[n:].reshape(2 * d))
     return packed
@@ -600,7 +670,8 @@ def layer_norm_weight_grad(g, x, *, ndim, eps):
         c0, c1 = lo // ROWS_PER_CHUNK, (hi + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK
         layer_norm_weight_grad_chunks(gr[lo:hi], rows[lo:hi], eps, partial[c0:c1])
 
-    if rows.size:
+    if rows.size and not _norm_as_jobs("weight_grad", partial.shape[0], ROWS_PER_CHUNK, rows,
+                                       gr, None, None, None, partial, eps):
         _rows_in_parts(partial.shape[0], ROWS_PER_CHUNK, rows.size * _NORM_COST, work)
     total = np.empty(d, dtype)
     sum_chunks_into(partial, total)

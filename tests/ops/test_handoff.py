@@ -753,3 +753,119 @@ def test_self_attention_jobs_decline_what_they_cannot_take(blas_threads, monkeyp
     monkeypatch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 0)
     assert run(qkv, None, out, 2, True, 0.5, 2) and run(qkv, g, grad, 2, True, 0.5, 2)
     assert not np.any(out == 7.0) and not np.any(grad == 7.0)
+
+
+# -------------------------------------------------------------------- layer norm as jobs
+
+# (rows, D): rows that are not a multiple of the weight gradient's chunks of 64, one chunk
+_NORM_CASES = [(130, 24), (192, 8), (5, 7), (64, 33)]
+
+
+def _norm_ops(x, g, w, b):
+    from memgrad.ops import nn as nn_ops
+
+    args = dict(ndim=1, eps=1e-5)
+    return [nn_ops._layer_norm.forward(x, w, b, **args),
+            nn_ops.layer_norm_backward.forward(g, x, w, **args),
+            nn_ops.layer_norm_weight_grad.forward(g, x, **args),
+            nn_ops.layer_norm_grads.forward(g, x, w, **args)]
+
+
+def _norm_both_ways(monkeypatch, run):
+    """``run()`` with the layer norm kernels in Python parts (every size), then as jobs
+    (every size) with ``batch_as_jobs`` watched: the two results and whether each call ran
+    as jobs."""
+    from memgrad.ops import nn as nn_ops
+
+    monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    real = nn_ops._norm_as_jobs
+    monkeypatch.setattr(nn_ops, "_norm_as_jobs", lambda *args: False)
+    want = run()
+    calls = []
+    ran = parts_mod.batch_as_jobs
+    monkeypatch.setattr(nn_ops, "_norm_as_jobs", real)
+    monkeypatch.setattr(nn_ops, "NORM_JOB_MIN_MACS", 0)
+    monkeypatch.setattr(parts_mod, "batch_as_jobs",
+                        lambda *args, **kw: calls.append(ran(*args, **kw)) or calls[-1])
+    return want, run(), calls
+
+
+@pytest.mark.parametrize("threads", [2, 3])  # three parts: one more than there are helpers
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm_as_jobs_equals_its_python_parts_bit_for_bit(blas_threads, monkeypatch,
+                                                                dtype, threads):
+    def run():
+        rng = np.random.default_rng(16)
+        got = []
+        for n, d in _NORM_CASES:
+            x = (rng.standard_normal((n, d)) * 3 + 100).astype(dtype)  # far from 0
+            g, w, b = (rng.standard_normal(s).astype(dtype) for s in ((n, d), d, d))
+            got += _norm_ops(x, g, w, b)
+        return got
+
+    with _blas(threads):
+        want, got, calls = _norm_both_ways(monkeypatch, run)
+    # every kernel call of two or more blocks (rows; chunks of 64 rows for the sums) ran so
+    assert calls == [k >= 2 for n, _ in _NORM_CASES for k in (n, n, -(-n // 64), -(-n // 64))]
+    for a, b_ in zip(got, want):
+        assert a.dtype == b_.dtype and np.array_equal(a, b_)
+
+
+def test_layer_norm_through_the_jobs_has_the_python_parts_values_and_gradients(blas_threads,
+                                                                               monkeypatch):
+    import memgrad as mg
+    from memgrad._kernels import norm
+
+    rng = np.random.default_rng(17)
+    x, w, b, g = (rng.standard_normal(s) for s in ((3, 50, 16), 16, 16, (3, 50, 16)))
+
+    def run():
+        ts = [mg.tensor(a, requires_grad=True) for a in (x, w, b)]
+        out = mg.nn.functional.layer_norm(ts[0], (16,), ts[1], ts[2])
+        out.backward(mg.tensor(g))
+        return [out.numpy()] + [t.grad.numpy() for t in ts]
+
+    want, got, calls = _norm_both_ways(monkeypatch, run)
+    assert calls == [True, True]  # the forward, the three gradients in one op
+    for a, b_ in zip(got, want):
+        assert np.array_equal(a, b_)
+    rows, grows = x.reshape(-1, 16), g.reshape(-1, 16)
+    np.testing.assert_allclose(got[0].reshape(-1, 16),
+                               norm.layer_norm_forward_reference(rows, w, b, 1e-5), rtol=1e-12,
+                               atol=1e-12)
+    gx, gw, gb = norm.layer_norm_grads_reference(grows, rows, w, 1e-5)
+    np.testing.assert_allclose(got[1].reshape(-1, 16), gx, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(got[2], gw, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(got[3], gb, rtol=1e-10, atol=1e-10)
+
+
+def test_layer_norm_jobs_decline_what_they_cannot_take(blas_threads, monkeypatch):
+    from memgrad.ops import nn as nn_ops
+
+    monkeypatch.setattr(nn_ops, "NORM_JOB_MIN_MACS", 0)
+    rng = np.random.default_rng(18)
+    x, g = rng.standard_normal((130, 8)), rng.standard_normal((130, 8))
+    w, b = rng.standard_normal(8), rng.standard_normal(8)
+    out, partial = np.full((130, 8), 7.0), np.zeros((3, 2, 8))
+    run = nn_ops._norm_as_jobs
+    assert not run("forward", 130, 1, x[:, ::2].copy(), None, w[::2], b[::2], out, None, 1e-5)
+    assert not run("forward", 130, 1, x, None, w.astype(np.float32), b, out, None, 1e-5)
+    assert not run("forward", 130, 1, x.astype(np.float16), None, w.astype(np.float16),
+                   b.astype(np.float16), out.astype(np.float16), None, 1e-5)  # no float16
+    assert not run("forward", 130, 1, x[::-1], None, w, b, out, None, 1e-5)  # strided x
+    assert not run("forward", 130, 1, x, None, w, b, x, None, 1e-5)  # out is x
+    assert not run("forward", 129, 1, x, None, w, b, out, None, 1e-5)  # blocks miss a row
+    assert not run("grads", 3, 64, x, g, w, None, out, np.zeros((3, 8)), 1e-5)  # partial's size
+    assert not run("grads", 3, 64, x, g, w, None, out, partial.astype(np.float32), 1e-5)
+    frozen = out.copy()
+    frozen.flags.writeable = False
+    assert not run("forward", 130, 1, x, None, w, b, frozen, None, 1e-5)
+    with _blas(1):
+        assert not run("forward", 130, 1, x, None, w, b, out, None, 1e-5)  # one BLAS thread
+    monkeypatch.setattr(nn_ops, "NORM_JOB_MIN_MACS", 1 << 62)
+    assert not run("forward", 130, 1, x, None, w, b, out, None, 1e-5)  # too small
+    assert np.all(out == 7.0) and np.all(partial == 0)
+    monkeypatch.setattr(nn_ops, "NORM_JOB_MIN_MACS", 0)
+    assert run("forward", 130, 1, x, None, w, b, out, None, 1e-5)
+    assert run("grads", 3, 64, x, g, w, None, out, partial, 1e-5)
+    assert not np.any(out == 7.0) and np.any(partial != 0)
