@@ -548,6 +548,16 @@ def test_kernels_as_jobs_decline_what_the_job_cannot_take(blas_threads, monkeypa
     np.testing.assert_array_equal(y, np.maximum(before, 0))
 
 
+def _watched_batch_jobs(monkeypatch, module):
+    """``module.batch_as_jobs`` replaced by one that records what each call returned: the
+    list it appends to."""
+    calls = []
+    ran = module.batch_as_jobs
+    monkeypatch.setattr(module, "batch_as_jobs",
+                        lambda *args, **kw: calls.append(ran(*args, **kw)) or calls[-1])
+    return calls
+
+
 # -------------------------------------------------------------------- Winograd convolution as jobs
 
 # (N, C, CO, H, W, padding): odd and even output sizes, more channels out than in and fewer
@@ -565,11 +575,8 @@ def _winograd_both_ways(monkeypatch, run):
     real = conv_ops._winograd_as_jobs
     monkeypatch.setattr(conv_ops, "_winograd_as_jobs", lambda *args: None)
     want = run()
-    calls = []
-    ran = conv_ops.batch_as_jobs
     monkeypatch.setattr(conv_ops, "_winograd_as_jobs", real)
-    monkeypatch.setattr(conv_ops, "batch_as_jobs",
-                        lambda *args: calls.append(ran(*args)) or calls[-1])
+    calls = _watched_batch_jobs(monkeypatch, conv_ops)
     return want, run(), calls
 
 
@@ -670,11 +677,8 @@ def _attention_both_ways(monkeypatch, run):
     monkeypatch.setattr(parts_mod, "JOB_PARTS_MIN_MACS", 0)
     monkeypatch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 1 << 62)
     want = run()
-    calls = []
-    ran = parts_mod.batch_as_jobs
     monkeypatch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 0)
-    monkeypatch.setattr(parts_mod, "batch_as_jobs",
-                        lambda *args, **kw: calls.append(ran(*args, **kw)) or calls[-1])
+    calls = _watched_batch_jobs(monkeypatch, parts_mod)
     return want, run(), calls
 
 
@@ -781,12 +785,9 @@ def _norm_both_ways(monkeypatch, run):
     real = nn_ops._norm_as_jobs
     monkeypatch.setattr(nn_ops, "_norm_as_jobs", lambda *args: False)
     want = run()
-    calls = []
-    ran = parts_mod.batch_as_jobs
     monkeypatch.setattr(nn_ops, "_norm_as_jobs", real)
     monkeypatch.setattr(nn_ops, "NORM_JOB_MIN_MACS", 0)
-    monkeypatch.setattr(parts_mod, "batch_as_jobs",
-                        lambda *args, **kw: calls.append(ran(*args, **kw)) or calls[-1])
+    calls = _watched_batch_jobs(monkeypatch, parts_mod)
     return want, run(), calls
 
 
