@@ -19,8 +19,13 @@ Prints one JSON line per measurement, then a plain-text table.
 shared with other jobs it leaves out the time they hold the cores (the ops of 16 elements
 run on one thread in both frameworks).
 
+``--lead 1`` runs one untimed run of the same case right before each timed one, so that a
+case follows itself, as ops follow ops of their own framework in a training loop (by
+default each case follows the previous case in the round: the first of each framework's
+follows the other framework's last).
+
 Usage:
-    python benchmarks/overhead.py [--repeats 30] [--warmup 3] [--clock wall|cpu]
+    python benchmarks/overhead.py [--repeats 30] [--warmup 3] [--clock wall|cpu] [--lead N]
 """
 
 from __future__ import annotations
@@ -119,7 +124,8 @@ def _table(times: dict, paired: dict, machine: dict, args: argparse.Namespace,
            note: str | None) -> str:
     lines = [
         f"overhead: {OPS} elementwise ops on {NUMEL}-element float32 tensors, us per op "
-        f"({args.clock} clock), median (best) of {args.repeats} interleaved runs; the ratio "
+        f"({args.clock} clock), median (best) of {args.repeats} interleaved runs"
+        f"{f', {args.lead} untimed before each' if args.lead else ''}; the ratio "
         "of the medians, and paired: the median [quartiles] of the runs' ratios round by round",
         f"machine: {machine['cpu']}, {machine['cores']} cores "
         f"({machine['cores_available']} available), BLAS {machine['blas']}, {machine['date']}",
@@ -148,9 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs first (default: 3)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall time, or this process's CPU time (default: wall)")
+    parser.add_argument("--lead", type=int, default=0,
+                        help="untimed runs of the same case before each timed one (default: 0)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if args.lead < 0:
+        parser.error(f"--lead: expected a count >= 0, got {args.lead}")
 
     machine = machine_info()
     fns = {("memgrad",) + k: fn for k, fn in memgrad_cases().items()}
@@ -163,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         fns.update({("pytorch",) + k: fn for k, fn in torch_cases(torch).items()})
         versions["pytorch"] = torch.__version__
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    rounds = interleaved_rounds(fns, args.repeats, args.warmup, clock)
+    rounds = interleaved_rounds(fns, args.repeats, args.warmup, clock, args.lead)
     times = {k: (min(v) / OPS * 1e6, median(v) / OPS * 1e6) for k, v in rounds.items()}
     paired = {k[1:]: paired_ratio(v, rounds[("pytorch",) + k[1:]])
               for k, v in rounds.items() if k[0] == "memgrad" and torch is not None}
@@ -173,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             "operands": kind, "mode": mode, "us_per_op": round(best, 3),
             "median_us_per_op": round(mid, 3), "ops": OPS, "numel": NUMEL,
             "dtype": "float32", "repeats": args.repeats, "warmup": args.warmup,
-            "clock": args.clock,
+            "clock": args.clock, "lead": args.lead,
             "paired_ratio": [round(r, 3) for r in paired[(kind, mode)]]
             if framework == "memgrad" and paired else None,
             "machine": machine,
