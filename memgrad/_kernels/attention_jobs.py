@@ -89,10 +89,9 @@ def _run(w, phases, s, p, dw, ds):
         h = i - n * heads
         _phase(phases[0], n, h)  # s = q k^T (causal: the blocks above the diagonal 0)
         scaled_softmax_forward_into(s, scale, causal, p)
+        _phase(phases[1], n, h)  # forward: out = p v; backward: dv = p^T g
         if forward:
-            _phase(phases[1], n, h)  # out = p v
             continue
-        _phase(phases[1], n, h)  # dv = p^T g
         _phase(phases[2], n, h)  # dw = g v^T
         scaled_softmax_backward_into(dw, p, scale, ds)
         _phase(phases[3], n, h)  # dq = ds k

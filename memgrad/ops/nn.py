@@ -532,6 +532,15 @@ def _norm_as_jobs(kind: str, blocks: int, rows_per_block: int, x: np.ndarray,
                                words_of, min_macs=NORM_JOB_MIN_MACS)
 
 
+def _norm_in_parts(kind: str, blocks: int, rows_per_block: int, work: Any, x: np.ndarray,
+                   g: np.ndarray | None, w: np.ndarray | None, b: np.ndarray | None,
+                   out: np.ndarray | None, partial: np.ndarray | None, eps: float) -> None:
+    """The layer norm kernel ``kind`` over the rows of ``x``: as jobs where
+    ``_norm_as_jobs`` runs it, else ``work(lo, hi)`` over the blocks in Python parts."""
+    if not _norm_as_jobs(kind, blocks, rows_per_block, x, g, w, b, out, partial, eps):
+        _rows_in_parts(blocks, rows_per_block, x.size * _NORM_COST, work)
+
+
 @primitive("layer_norm", saves={"x": (0, 1), "weight": (0,)}, kind="norm")
 def _layer_norm(x, weight, bias, *, ndim, eps):
     from memgrad._kernels.norm import layer_norm_forward_into
@@ -542,10 +551,9 @@ def _layer_norm(x, weight, bias, *, ndim, eps):
         return np.zeros(x.shape, dtype=x.dtype)
     w, b = _affine(weight, d, 1.0, x.dtype), _affine(bias, d, 0.0, x.dtype)
     out = np.empty_like(rows)
-    if not _norm_as_jobs("forward", n, 1, rows, None, w, b, out, None, eps):
-        _rows_in_parts(n, 1, rows.size * _NORM_COST,
-                       lambda lo, hi: layer_norm_forward_into(rows[lo:hi], w, b, eps,
-                                                              out[lo:hi]))
+    _norm_in_parts("forward", n, 1,
+                   lambda lo, hi: layer_norm_forward_into(rows[lo:hi], w, b, eps, out[lo:hi]),
+                   rows, None, w, b, out, None, eps)
     return out.reshape(x.shape)
 
 
@@ -578,10 +586,11 @@ def layer_norm_backward(g, x, weight, *, ndim, eps):
     n, d = rows.shape
     w = _affine(weight, d, 1.0, dtype)
     out = np.empty_like(rows)
-    if rows.size and not _norm_as_jobs("backward", n, 1, rows, gr, w, None, out, None, eps):
-        _rows_in_parts(n, 1, rows.size * _NORM_COST,
+    if rows.size:
+        _norm_in_parts("backward", n, 1,
                        lambda lo, hi: layer_norm_backward_into(gr[lo:hi], rows[lo:hi], w, eps,
-                                                               out[lo:hi]))
+                                                               out[lo:hi]),
+                       rows, gr, w, None, out, None, eps)
     return out.reshape(x.shape)
 
 
@@ -631,9 +640,9 @@ def layer_norm_grads(g, x, weight, *, ndim, eps):
         layer_norm_grads_chunks(gr[lo:hi], rows[lo:hi], w, eps, packed[lo:hi],
                                 partial[c0:c1])
 
-    if rows.size and not _norm_as_jobs("grads", partial.shape[0], ROWS_PER_CHUNK, rows, gr, w,
-                                       None, packed[:n], partial, eps):
-        _rows_in_parts(partial.shape[0], ROWS_PER_CHUNK, rows.size * _NORM_COST, work)
+    if rows.size:
+        _norm_in_parts("grads", partial.shape[0], ROWS_PER_CHUNK, work, rows, gr, w, None,
+                       packed[:n], partial, eps)
     sum_chunks_into(partial.reshape(partial.shape[0], 2 * d), packed[n:].reshape(2 * d))
     return packed
 
@@ -670,9 +679,9 @@ def layer_norm_weight_grad(g, x, *, ndim, eps):
         c0, c1 = lo // ROWS_PER_CHUNK, (hi + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK
         layer_norm_weight_grad_chunks(gr[lo:hi], rows[lo:hi], eps, partial[c0:c1])
 
-    if rows.size and not _norm_as_jobs("weight_grad", partial.shape[0], ROWS_PER_CHUNK, rows,
-                                       gr, None, None, None, partial, eps):
-        _rows_in_parts(partial.shape[0], ROWS_PER_CHUNK, rows.size * _NORM_COST, work)
+    if rows.size:
+        _norm_in_parts("weight_grad", partial.shape[0], ROWS_PER_CHUNK, work, rows, gr, None,
+                       None, None, partial, eps)
     total = np.empty(d, dtype)
     sum_chunks_into(partial, total)
     return total.reshape(x.shape[x.ndim - ndim:])
