@@ -402,10 +402,12 @@ def apply(prim: Primitive, args: tuple, params: dict, _dispatched: bool = False)
 # that are Tensors (a view only while its base has not changed in place since it was made)
 # or Python floats and ints (constants), and a primitive that makes no view; every other
 # call goes to ``apply``. A call they take makes the same result and records its node with
-# ``_record`` (tests/ops/test_dispatch.py compares the paths call shape by call shape).
-# They are closures with the primitive bound and are the operators themselves: one Python
-# call an op. Callgrind, the benchmarks/overhead.py chain, tensor operands, instructions an
-# op against ``apply``: 44,054 -> 42,145 forward and backward, 9,281 -> 7,630 no_grad.
+# ``_record1``/``_record2``: ``_record`` without its loop and lists (tests/ops/test_dispatch.py
+# compares the paths call shape by call shape, node by node). They are closures with the
+# primitive bound and are the operators themselves: one Python call an op. Callgrind, the
+# benchmarks/overhead.py chain, tensor operands, instructions an op against ``apply``:
+# 44,054 -> 42,145 forward and backward, 9,281 -> 7,630 no_grad; recording a node of ``mul``
+# or ``tanh`` in a loop, with ``_record1``/``_record2`` against ``_record``: 0.5 us, 0.7.
 
 
 def _short_path2(prim: Primitive) -> Callable:
@@ -447,7 +449,7 @@ def _short_path2(prim: Primitive) -> Callable:
         out.grad = out.grad_fn = out._vc = out._acc = out._hooks = out._base = out._meta = None
         out.output_nr = 0
         if grad and state.grad_enabled and prim.differentiable and out_data.dtype.kind == "f":
-            _record(prim, (self, other), _NO_PARAMS, out)
+            _record2(prim, self, other, out)
         return out
 
     return call2
@@ -473,7 +475,7 @@ def _short_path1(prim: Primitive) -> Callable:
         out.output_nr = 0
         if self._requires_grad and state.grad_enabled and prim.differentiable \
                 and out_data.dtype.kind == "f":
-            _record(prim, (self,), _NO_PARAMS, out)
+            _record1(prim, self, out)
         return out
 
     return call1
@@ -511,12 +513,7 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     key = 1  # the save rule's key (see Primitive._rule): two bits per argument
     for a in args:
         if isinstance(a, Tensor):
-            m = a._meta
-            if m is None:
-                d = a._data
-                dt, m = _METAS.get(d.shape, _NO_META)  # the dtype by identity: hashing is slow
-                m = a._meta = m if dt is d.dtype else _meta(d)
-            meta.append(m)
+            meta.append(a._meta or _meta_of(a))
             if a._requires_grad:
                 key = key * 4 + 3
                 fn = a.grad_fn
@@ -530,17 +527,56 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
             meta.append(a.copy() if a.__class__ is _NDARRAY else a)
             edges.append(_NO_EDGE)
             key *= 4
+    _link(prim, key, tuple(edges), tuple(meta), args,
+          prim.own_params(params) if prim.array_params else params, out)
+
+
+def _record1(prim: Primitive, x: Tensor, out: Tensor) -> None:
+    """``_record(prim, (x,), {}, out)`` for ``call1``'s operand, a Tensor that requires grad
+    (NOTE [ Calls of one and two operands ]); key 0b1_11."""
+    fn = x.grad_fn
+    _link(prim, 7, ((fn, x.output_nr) if fn is not None else (accumulator(x), 0),),
+          (x._meta or _meta_of(x),), (x,), _NO_PARAMS, out)
+
+
+def _record2(prim: Primitive, x: Any, y: Any, out: Tensor) -> None:
+    """``_record(prim, (x, y), {}, out)`` for ``call2``'s operands, each a Tensor or a Python
+    float or int (NOTE [ Calls of one and two operands ]); key 0b1_xx_yy."""
+    if isinstance(x, Tensor):
+        mx = x._meta or _meta_of(x)
+        if x._requires_grad:
+            fn = x.grad_fn
+            key, ex = 28, (fn, x.output_nr) if fn is not None else (accumulator(x), 0)
+        else:
+            key, ex = 20, _NO_EDGE
+    else:
+        mx, key, ex = x, 16, _NO_EDGE
+    if isinstance(y, Tensor):
+        my = y._meta or _meta_of(y)
+        if y._requires_grad:
+            fn = y.grad_fn
+            key, ey = key + 3, (fn, y.output_nr) if fn is not None else (accumulator(y), 0)
+        else:
+            key, ey = key + 1, _NO_EDGE
+    else:
+        my, ey = y, _NO_EDGE
+    _link(prim, key, (ex, ey), (mx, my), (x, y), _NO_PARAMS, out)
+
+
+def _link(prim: Primitive, key: int, edges: tuple, meta: tuple, args: tuple, params: dict,
+          out: Tensor) -> None:
+    """Make ``out``'s node from its edges, the inputs' metas and the save rule's ``key``."""
     rule = prim._rules.get(key)
     keep, keep_out, needs = prim._rule(key, len(args)) if rule is None else rule
     node = _new(OpNode)
-    node.next_functions = tuple(edges)
+    node.next_functions = edges
     node._sequence_nr = next(_seq)
     node._hooks = None
-    node._input_meta = tuple(meta)
+    node._input_meta = meta
     plain = state.plain  # no anomaly mode, no saved-tensor hooks
     node._trace = None if plain or not state.anomaly else _anomaly_trace()
     node.prim, node._needs = prim, needs
-    node._params = prim.own_params(params) if prim.array_params else params
+    node._params = params
     node.sink_inputs = prim.accumulates
     node._keep = keep
     out.grad_fn = node
@@ -567,11 +603,16 @@ def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
 _METAS: dict[tuple, tuple[np.dtype, Meta]] = {}
 
 
-def _meta(d: np.ndarray) -> Meta:
-    if len(_METAS) > 4096:
-        _METAS.clear()
-    m = Meta((d.shape, d.dtype))
-    _METAS[d.shape] = (d.dtype, m)
+def _meta_of(t: Tensor) -> Meta:
+    """The Meta of ``t``'s data, kept on ``t`` (a Tensor's ``_meta`` is None until then)."""
+    d = t._data
+    dt, m = _METAS.get(d.shape, _NO_META)  # the dtype by identity: hashing is slow
+    if dt is not d.dtype:
+        if len(_METAS) > 4096:
+            _METAS.clear()
+        m = Meta((d.shape, d.dtype))
+        _METAS[d.shape] = (d.dtype, m)
+    t._meta = m
     return m
 
 

@@ -209,7 +209,7 @@ def test_views_interpreters_and_other_operands_still_take_apply(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["mul", "add", "sub", "div", "pow", "maximum", "lt"])
-@pytest.mark.parametrize("shape", ["tt", "tc", "ct", "tg", "gg"])
+@pytest.mark.parametrize("shape", ["tt", "tc", "ct", "tg", "gg", "bg", "cb", "bb"])
 def test_the_short_path_makes_the_node_apply_makes(name, shape):
     from memgrad.ops.registry import apply
 
@@ -217,32 +217,33 @@ def test_the_short_path_makes_the_node_apply_makes(name, shape):
     rng = np.random.default_rng(0)
 
     def operands():
-        # t: a tensor, g: one that requires grad, c: a constant
-        out = []
+        # t: a tensor, g: a leaf that requires grad, b: an op's output changed in place
+        # (a version counter at 1), c: a constant
+        out, leaves = [], []
         for k, c in enumerate(shape):
             if c == "c":
                 out.append(1.5 if k else 2)  # a float, or an int
             else:
                 data = rng.uniform(0.5, 2.0, (3, 1) if k else (3, 4)).astype(np.float32)
-                out.append(mg.tensor(data, requires_grad=c == "g"))
-        return out
+                t = mg.tensor(data, requires_grad=c != "t")
+                leaves.append(t)
+                if c == "b":
+                    t = t * 1.0
+                    t.add_(0.25)
+                out.append(t)
+        return out, leaves
 
     results = []
     for run in (lambda x, y: apply(prim, (x, y), {}), prim.call2):
         rng = np.random.default_rng(0)
-        x, y = operands()
+        (x, y), leaves = operands()
         out = run(x, y)
         node = out.grad_fn
         grads = None
         if node is not None:
             (out * out).sum().backward()
-            grads = [t.grad.numpy() if isinstance(t, mg.Tensor) and t.requires_grad else None
-                     for t in (x, y)]
-        results.append((out.numpy(), out.dtype, out.requires_grad,
-                        None if node is None else (node.prim, node._keep, node._needs,
-                                                   [type(e[0]) for e in node.next_functions],
-                                                   [e[1] for e in node.next_functions],
-                                                   node._input_meta),
+            grads = [t.grad.numpy() if t.requires_grad else None for t in leaves]
+        results.append((out.numpy(), out.dtype, out.requires_grad, _node_fields(node, (x, y)),
                         grads))
     (v0, d0, r0, n0, g0), (v1, d1, r1, n1, g1) = results
     np.testing.assert_array_equal(v0, v1)
@@ -250,6 +251,42 @@ def test_the_short_path_makes_the_node_apply_makes(name, shape):
     assert (g0 is None) == (g1 is None)
     for a, b in zip(g0 or (), g1 or ()):
         assert (a is None and b is None) or np.array_equal(a, b)
+
+
+def _node_fields(node, operands):
+    """What a node holds, with the operands named by position: two paths that record the
+    same call must give equal answers."""
+    if node is None:
+        return None
+    saved = [(type(s).__name__, next((i for i, t in enumerate(operands)
+                                      if t is s or getattr(s, "_t", None) is t), None))
+             for s in node._saved]
+    return (node.prim, node._keep, node._needs, node.sink_inputs, node._params, saved,
+            node._out_saved is not None, [type(e[0]) for e in node.next_functions],
+            [e[1] for e in node.next_functions], node._input_meta)
+
+
+@pytest.mark.parametrize("name", ["tanh", "exp", "relu", "neg", "sigmoid", "abs"])
+@pytest.mark.parametrize("source", ["leaf", "op", "bumped"])
+def test_the_unary_short_path_makes_the_node_apply_makes(name, source):
+    from memgrad.ops.registry import apply
+
+    prim = REGISTRY[name]
+    data = np.random.default_rng(1).uniform(-2.0, 2.0, (3, 4)).astype(np.float32)
+    results = []
+    for run in (lambda x: apply(prim, (x,), {}), prim.call1):
+        leaf = mg.tensor(data, requires_grad=True)
+        x = leaf if source == "leaf" else leaf * 1.0
+        if source == "bumped":
+            x.add_(0.25)  # a version counter at 1: saved as a SavedTensor
+        out = run(x)
+        fields = _node_fields(out.grad_fn, (x,))
+        (out * out).sum().backward()
+        results.append((out.numpy(), fields, leaf.grad.numpy()))
+    (v0, n0, g0), (v1, n1, g1) = results
+    np.testing.assert_array_equal(v0, v1)
+    assert n0 == n1
+    np.testing.assert_array_equal(g0, g1)
 
 
 def test_the_short_path_saves_through_saved_tensor_hooks_and_keeps_anomaly_traces():
