@@ -321,9 +321,11 @@ class Backward:
 
     def _walk(self) -> None:
         """Run the ready nodes until none is left: the usual one (an op's node without
-        hooks, in a walk without captures or anomaly mode) here, the others by run_node."""
+        hooks, outside anomaly mode, that runs and captures nothing) here, the others by
+        run_node."""
         ready, buffers, deps = self.ready, self.buffers, self.deps
-        usual = not self.general
+        usual = not self.anomaly
+        captures, runs, relevant = self.captures, self.runs, self.relevant
         direct = self.direct
         free = not self.keep_graph
         release_from = self.release_from
@@ -335,7 +337,8 @@ class Backward:
                     break
             buf = buffers.pop(node, None)
             if (not usual or buf is None or node._hooks is not None
-                    or node.__class__ is AccumulateGrad):
+                    or node.__class__ is AccumulateGrad
+                    or (captures is not None and (node in captures or node not in runs))):
                 self.run_node(node, buf)
                 node = None
                 continue
@@ -349,13 +352,13 @@ class Backward:
             if free and node._sequence_nr >= release_from:
                 node.release()
             nxt = None  # a chain-shaped graph never touches the heap
-            # (no captures here: every child gets gradients, checked as _checked does);
-            # an index, not zip: a zip costs more than the loop over two edges
+            # (every relevant child gets gradients, checked as _checked does); an index,
+            # not zip: a zip costs more than the loop over two edges
             meta = node._input_meta
             i = -1
             for child, nr in edges:
                 i += 1
-                if child is None:
+                if child is None or (relevant is not None and child not in relevant):
                     continue
                 g = out[i]
                 if g is not None:

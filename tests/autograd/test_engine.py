@@ -132,6 +132,57 @@ def test_grad_runs_only_the_needed_part():
     assert w.grad is None and x.grad is None
 
 
+class _Counted(mg.autograd.Function):
+    """The identity, counting its backward calls (a node without hooks: the engine's usual
+    path runs it)."""
+
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, t):
+        return t * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        _Counted.calls += 1
+        return g
+
+
+@pytest.mark.parametrize("api", ["grad", "backward_inputs"])
+def test_grad_runs_only_the_needed_part_through_the_usual_path(api):
+    # nodes off every path to the inputs never run and get no gradient, also where the
+    # engine's usual path runs the nodes (no hooks, no captures): b's branch (w * 3 through
+    # _Counted, a hook on b) feeds a node on the path (c = a * b) but leads only to w, and
+    # so does the second root, itself a _Counted node; h, an intermediate input, is
+    # captured on the way to x
+    _Counted.calls = 0
+    x, w = f64(3), f64(3, seed=1)
+    h = (x * 2.0).tanh()
+    a = h * h
+    b = _Counted.apply(w) * 3.0
+    c = a * b
+    out = (c + a).sum()
+    other = _Counted.apply((w * w).sum())
+    fired = []
+    b.register_hook(lambda g: fired.append(g))  # b leads only to w: it never fires
+    xn, wn = x.numpy(), w.numpy()
+    hn = np.tanh(2 * xn)
+    dh = 2 * hn * (3 * wn + 1)  # d out / d h
+    if api == "grad":
+        gx, gh = mg.autograd.grad([out, other], [x, h], retain_graph=True)
+        np.testing.assert_allclose(gh.numpy(), dh, rtol=1e-12)
+        assert x.grad is None and w.grad is None
+    else:
+        mg.autograd.backward([out, other], inputs=[x], retain_graph=True)
+        gx = x.grad
+        assert w.grad is None
+    np.testing.assert_allclose(gx.numpy(), dh * 2 * (1 - hn * hn), rtol=1e-12)
+    assert _Counted.calls == 0 and not fired
+    (out + other).backward()  # the graph was retained: the whole of it runs now
+    assert _Counted.calls == 2 and len(fired) == 1
+    np.testing.assert_allclose(w.grad.numpy(), 3 * hn * hn + 2 * wn, rtol=1e-12)
+
+
 def test_grad_with_respect_to_intermediate():
     x = f64(3)
     h = x.exp()
