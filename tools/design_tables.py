@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DESIGN = ROOT / "docs" / "design.md"
-BUDGET = 3550  # lines; stated in docs/design.md
+BUDGET = 3600  # lines; stated in docs/design.md
 # modules of autograd/ written on its public API alone (autograd.grad): libraries over the
 # core, which nobody changing the core must read
 LIBRARY = {"functional.py"}

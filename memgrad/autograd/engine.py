@@ -346,27 +346,27 @@ class Backward:
                 out = _apply_with_sinks(node, buf, self.sunk)
             else:
                 out = node.apply(buf)
-            edges = node.next_functions
-            if len(out) != len(edges):
+            links = node._inputs  # NOTE [ A node's inputs ] in autograd/graph.py
+            if 3 * len(out) != len(links):
                 _validate(node, out)  # raises
             if free and node._sequence_nr >= release_from:
                 node.release()
             nxt = None  # a chain-shaped graph never touches the heap
-            # (every relevant child gets gradients, checked as _checked does); an index,
-            # not zip: a zip costs more than the loop over two edges
-            meta = node._input_meta
-            i = -1
-            for child, nr in edges:
-                i += 1
+            # (every relevant child gets gradients, checked as _checked does)
+            j = -3
+            for g in out:
+                j += 3
+                child = links[j]
                 if child is None or (relevant is not None and child not in relevant):
                     continue
-                g = out[i]
                 if g is not None:
                     # the dtype by identity (NumPy's are singletons; another falls to
                     # _validate, which compares by value): a tuple compare costs twice
-                    if g.__class__ is not Tensor or g._data.dtype is not meta[i][1] \
-                            or g._data.shape != meta[i][0]:
-                        g = _validate(node, out)[i]
+                    m = links[j + 2]
+                    if g.__class__ is not Tensor or g._data.dtype is not m[1] \
+                            or g._data.shape != m[0]:
+                        g = _validate(node, out)[j // 3]
+                    nr = links[j + 1]
                     cbuf = buffers.get(child)
                     if cbuf is None:
                         cbuf = buffers[child] = [None] * child.num_outputs
@@ -412,7 +412,7 @@ class Backward:
             self._accumulate(node, buf)
             return
         if buf is None:
-            out: tuple = (None,) * len(node.next_functions)
+            out: tuple = (None,) * (len(node._inputs) // 3)
         elif node._hooks is not None or self.anomaly:
             out = _run_hooked(node, buf, self.anomaly)
         elif self.direct and node.sink_inputs:
@@ -426,7 +426,8 @@ class Backward:
         if not self.keep_graph and node._sequence_nr >= self.release_from:
             node.release()
         relevant, buffers, deps = self.relevant, self.buffers, self.deps
-        for (child, nr), g in zip(node.next_functions, out):
+        links = node._inputs
+        for child, nr, g in zip(links[0::3], links[1::3], out):
             if child is None or (relevant is not None and child not in relevant):
                 continue
             if g is not None:
@@ -597,7 +598,7 @@ def _apply_with_sinks(node: Node, buf: list, sunk: set) -> tuple:
     into (NOTE [ Accumulate in place ]), under those leaves' accumulator locks."""
     locks = {}
     for i in node.sink_inputs:
-        acc = node.next_functions[i][0]
+        acc = node._inputs[3 * i]
         # a leaf without .grad yet is no sink (read unlocked: a .grad set meanwhile by
         # another thread is then added to as usual, not sunk into)
         if acc.__class__ is AccumulateGrad and acc.variable.grad is not None:
@@ -614,7 +615,7 @@ def _apply_with_sinks(node: Node, buf: list, sunk: set) -> tuple:
         out = node.apply(buf, sinks)
         for i, t in sinks.items():
             t._bump_version()
-            sunk.add(node.next_functions[i][0])
+            sunk.add(node._inputs[3 * i])
         return out
     finally:
         for lock in held:
@@ -625,7 +626,7 @@ def _sinks(node: Node) -> dict[int, Tensor]:
     """The existing ``.grad`` tensors ``node`` may add into (NOTE [ Accumulate in place ])."""
     sinks = {}
     for i in node.sink_inputs:
-        acc = node.next_functions[i][0]
+        acc = node._inputs[3 * i]
         if acc.__class__ is not AccumulateGrad or acc._hooks is not None:
             continue
         leaf = acc.variable
@@ -645,6 +646,10 @@ def _sinks(node: Node) -> dict[int, Tensor]:
     return sinks
 
 
+# the children's offsets in the _inputs of each length up to 16 inputs: no slice made
+_OFFSETS = [tuple(range(0, n, 3)) for n in range(49)]
+
+
 def _dependencies(roots: list[Node]) -> dict[Node, int]:
     """How many edges reach each node below the roots (a root reached from another root
     too is counted; it is walked once). Every root is a key, at 0 if no edge reaches it."""
@@ -652,7 +657,10 @@ def _dependencies(roots: list[Node]) -> dict[Node, int]:
     stack = list(roots)
     push, pop = stack.append, stack.pop
     while stack:
-        for child, _ in pop().next_functions:
+        links = pop()._inputs
+        n = len(links)
+        for j in _OFFSETS[n] if n < 49 else range(0, n, 3):
+            child = links[j]
             if child is None:
                 continue
             if child in deps:
@@ -671,14 +679,14 @@ def _nodes_to_run(deps: dict, seen: set, wanted: set, targets: set) -> set:
     while stack:
         node = stack.pop()
         order.append(node)
-        for child, _ in node.next_functions:
+        for child in node._inputs[0::3]:
             if child is not None:
                 indeg[child] -= 1
                 if indeg[child] == 0:
                     stack.append(child)
     runs = set(targets)
     for node in reversed(order):
-        for child, _ in node.next_functions:
+        for child in node._inputs[0::3]:
             if child is not None and (child in runs or child in wanted):
                 runs.add(node)
                 break
@@ -764,7 +772,7 @@ def _run_hooked(node: Node, buf: list, anomaly: bool) -> tuple:
 def _checked(node: Node, out: tuple) -> tuple:
     """``out`` if every gradient already fits its input's shape and dtype (the usual case,
     checked cheaply), else ``_validate(node, out)``."""
-    meta = node._input_meta
+    meta = node._inputs[2::3]
     if len(out) != len(meta):
         return _validate(node, out)
     for g, m in zip(out, meta):
@@ -775,7 +783,7 @@ def _checked(node: Node, out: tuple) -> tuple:
 
 
 def _validate(node: Node, out: tuple) -> tuple:
-    meta = node._input_meta
+    meta = node._inputs[2::3]
     if len(out) != len(meta):
         raise RuntimeError(
             f"{node.name()} returned {len(out)} gradients but its forward had {len(meta)} "

@@ -117,7 +117,7 @@ class FunctionCtx(Node):
             full[pos] = g
         result = cls.backward(self, *full)
         result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-        meta = self._input_meta
+        meta = self._inputs[2::3]
         n = len(meta)
         if len(result) != n:
             # like PyTorch, extra trailing Nones are allowed
@@ -208,23 +208,20 @@ class Function:
                 if isinstance(a, Tensor):
                     _refresh(a)
                     record = record or a._requires_grad
-        meta = []
         needs = []
-        edges = []
+        inputs: list = []  # NOTE [ A node's inputs ] in autograd/graph.py
         for a in args:
             if isinstance(a, Tensor):
-                meta.append(Meta((a._data.shape, a._data.dtype)))
                 need = record and a._requires_grad
                 needs.append(need)
-                edges.append(_edge(a) if need else _NO_EDGE)
+                inputs += _edge(a) if need else _NO_EDGE
+                inputs.append(Meta((a._data.shape, a._data.dtype)))
             else:
-                meta.append(None)
                 needs.append(False)
-                edges.append(_NO_EDGE)
-        ctx.next_functions = tuple(edges)
+                inputs += (None, 0, None)
+        ctx._inputs = tuple(inputs)
         ctx._sequence_nr = next(_seq)
         ctx._hooks = None
-        ctx._input_meta = tuple(meta)
         ctx._trace = _anomaly_trace() if record and state.anomaly else None
         ctx.needs_input_grad = tuple(needs)
         ctx._to_save = ()

@@ -4,6 +4,17 @@ A Node is the backward of one forward op. ``next_functions[i]`` is the edge ``(n
 input_nr)`` that receives the gradient of the op's i-th input: the producer's grad_fn and
 the output number of that input, or a leaf's AccumulateGrad, or ``(None, 0)`` when the
 input needs no gradient.
+
+NOTE [ A node's inputs ]
+A node keeps what it knows of its forward inputs in one flat tuple, ``_inputs``: three
+entries an input, ``(child, output_nr, meta)``, where ``(child, output_nr)`` is the edge
+``next_functions`` shows (``child`` None where no gradient flows) and ``meta`` is what the
+engine checks the input's gradient against (a ``Meta``; for an op node's constant input
+its value, for a custom Function's non-Tensor argument None). One tuple rather than a
+tuple of edges, a pair for each edge and a tuple of metas: recording an op makes one
+object instead of three or four, which the allocator and the collector see on every op
+(the overhead chain's forward: 1.81 -> 1.62 us an op). ``next_functions`` is made from it
+when read; the engine walks it by index, ``_inputs[3 * i]`` the child of input ``i``.
 """
 
 from __future__ import annotations
@@ -82,7 +93,8 @@ class Node:
     ``next_functions`` entry out (None where no gradient flows).
     """
 
-    __slots__ = ("next_functions", "_sequence_nr", "_hooks", "_input_meta", "_trace", "__weakref__")
+    # _inputs: (child, output_nr, meta) for each forward input, flat (NOTE [ A node's inputs ])
+    __slots__ = ("_inputs", "_sequence_nr", "_hooks", "_trace", "__weakref__")
     num_outputs = 1
     # whether a gradient of a broadcast shape is summed back to its input's shape
     broadcasts = False
@@ -92,6 +104,13 @@ class Node:
 
     def name(self) -> str:
         return type(self).__name__
+
+    @property
+    def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
+        """The edge ``(node, output_nr)`` of each forward input: the node its gradient goes
+        to (None where no gradient flows) and which of that node's outputs the input was."""
+        links = self._inputs
+        return tuple(zip(links[0::3], links[1::3]))
 
     def __repr__(self) -> str:
         return f"<{self.name()} #{self._sequence_nr}>"
@@ -139,11 +158,10 @@ class Node:
 _METADATA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _init_node(node: Node, next_functions: tuple, input_meta: tuple) -> None:
-    node.next_functions = next_functions
+def _init_node(node: Node, inputs: tuple) -> None:
+    node._inputs = inputs  # NOTE [ A node's inputs ]
     node._sequence_nr = next(_seq)
     node._hooks = None
-    node._input_meta = input_meta
     node._trace = _anomaly_trace() if state.anomaly else None
 
 
@@ -174,7 +192,7 @@ class AccumulateGrad(Node):
     __slots__ = ("variable", "lock")
 
     def __init__(self, variable: Any) -> None:
-        _init_node(self, (), ())
+        _init_node(self, ())
         # accumulators run as soon as they are ready (PyTorch gives them the largest number)
         self._sequence_nr = sys.maxsize
         self.variable = variable

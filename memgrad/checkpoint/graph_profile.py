@@ -288,7 +288,7 @@ def _leaves(loss: Tensor) -> list[Tensor]:
         if node.__class__ is AccumulateGrad:
             found.append(node.variable)
             continue
-        stack.extend(child for child, _ in node.next_functions if child is not None)
+        stack.extend(child for child in node._inputs[0::3] if child is not None)
     return found
 
 

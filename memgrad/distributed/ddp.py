@@ -381,7 +381,7 @@ class DistributedDataParallel(Module):
                 continue
             if isinstance(node, FunctionCtx):
                 self._custom = True
-            for child, _ in node.next_functions:
+            for child in node._inputs[0::3]:
                 if child is not None and child not in seen:
                     seen.add(child)
                     stack.append(child)

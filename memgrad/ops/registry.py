@@ -300,11 +300,11 @@ _RELEASED: list = []
 class OpNode(Node):
     """The backward of one primitive call.
 
-    ``_input_meta`` has one entry per input: the Meta of a tensor, or a Python scalar (or
-    array) constant as its value; what the VJP gets, except at the indices ``_keep``, where
-    it gets the saved inputs, ``_saved`` (in ``_keep``'s order). A saved input is the Tensor
-    itself when it had no version counter yet (it is unchanged as long as its version is
-    still 0), else a SavedTensor.
+    The meta of each input in ``_inputs`` (NOTE [ A node's inputs ] in autograd/graph.py)
+    is the Meta of a tensor, or a Python scalar (or array) constant as its value; what the
+    VJP gets, except at the indices ``_keep``, where it gets the saved inputs, ``_saved``
+    (in ``_keep``'s order). A saved input is the Tensor itself when it had no version
+    counter yet (it is unchanged as long as its version is still 0), else a SavedTensor.
     """
 
     __slots__ = ("prim", "_saved", "_keep", "_out_saved", "_needs", "_params", "sink_inputs")
@@ -317,10 +317,11 @@ class OpNode(Node):
         saved = self._saved
         if saved is _RELEASED:
             raise RuntimeError(_RELEASED_MSG)
-        args = self._input_meta
+        links = self._inputs  # the metas at 2, 5, ... (NOTE [ A node's inputs ])
+        n = len(links)
         keep = self._keep
         if keep:
-            args = list(args)
+            args = [links[2], links[5]] if n == 6 else list(links[2::3])
             j = 0  # an index, not zip(keep, saved): cheaper for one or two values
             for i in keep:
                 s = saved[j]
@@ -333,16 +334,19 @@ class OpNode(Node):
         out = self._out_saved
         if out is not None:
             out = out.unpack(self, prim.node_name)
+        # one and two inputs passed as they are, without a star-call's tuple (3% of a
+        # backward)
+        if n <= 6 and not sinks and not self._params:
+            if n == 6:
+                if keep:
+                    return prim.vjp_fn(grads[0], out, self._needs, args[0], args[1])
+                return prim.vjp_fn(grads[0], out, self._needs, links[2], links[5])
+            return prim.vjp_fn(grads[0], out, self._needs, args[0] if keep else links[2])
+        if not keep:
+            args = links[2::3]
         if sinks:
             return prim.vjp_fn(grads[0], out, self._needs, *args, sinks=sinks, **self._params)
-        if self._params:
-            return prim.vjp_fn(grads[0], out, self._needs, *args, **self._params)
-        n = len(args)  # one and two inputs without the star-call's tuple: 3% of a backward
-        if n == 2:
-            return prim.vjp_fn(grads[0], out, self._needs, args[0], args[1])
-        if n == 1:
-            return prim.vjp_fn(grads[0], out, self._needs, args[0])
-        return prim.vjp_fn(grads[0], out, self._needs, *args)
+        return prim.vjp_fn(grads[0], out, self._needs, *args, **self._params)
 
     @property
     def broadcasts(self) -> bool:
@@ -513,26 +517,24 @@ class _Next:
 
 def _record(prim: Primitive, args: tuple, params: dict, out: Tensor) -> None:
     """Make ``out``'s node: its edges, and what it saves for backward."""
-    edges = []
-    meta = []
+    inputs: list = []  # NOTE [ A node's inputs ] in autograd/graph.py
     key = 1  # the save rule's key (see Primitive._rule): two bits per argument
     for a in args:
         if isinstance(a, Tensor):
-            meta.append(a._meta or _meta_of(a))
+            m = a._meta or _meta_of(a)
             if a._requires_grad:
                 key = key * 4 + 3
                 fn = a.grad_fn
-                edges.append((fn, a.output_nr) if fn is not None else (accumulator(a), 0))
+                inputs += (fn, a.output_nr, m) if fn is not None else (accumulator(a), 0, m)
             else:
                 key = key * 4 + 1
-                edges.append(_NO_EDGE)
+                inputs += (None, 0, m)
         else:
             # a constant reaches the VJP as its value; an array is copied, so that a change
             # to the caller's array after forward cannot change the gradient
-            meta.append(a.copy() if a.__class__ is _NDARRAY else a)
-            edges.append(_NO_EDGE)
+            inputs += (None, 0, a.copy() if a.__class__ is _NDARRAY else a)
             key *= 4
-    _link(prim, key, tuple(edges), tuple(meta), args,
+    _link(prim, key, tuple(inputs), args,
           prim.own_params(params) if prim.array_params else params, out)
 
 
@@ -540,8 +542,8 @@ def _record1(prim: Primitive, x: Tensor, out: Tensor) -> None:
     """``_record(prim, (x,), {}, out)`` for ``call1``'s operand, a Tensor that requires grad
     (NOTE [ Calls of one and two operands ]); key 0b1_11."""
     fn = x.grad_fn
-    _link(prim, 7, ((fn, x.output_nr) if fn is not None else (accumulator(x), 0),),
-          (x._meta or _meta_of(x),), (x,), _NO_PARAMS, out)
+    _link(prim, 7, (fn, x.output_nr, x._meta or _meta_of(x)) if fn is not None
+          else (accumulator(x), 0, x._meta or _meta_of(x)), (x,), _NO_PARAMS, out)
 
 
 def _record2(prim: Primitive, x: Any, y: Any, out: Tensor) -> None:
@@ -550,34 +552,36 @@ def _record2(prim: Primitive, x: Any, y: Any, out: Tensor) -> None:
     if isinstance(x, Tensor):
         mx = x._meta or _meta_of(x)
         if x._requires_grad:
-            fn = x.grad_fn
-            key, ex = 28, (fn, x.output_nr) if fn is not None else (accumulator(x), 0)
+            key, cx, nx = 28, x.grad_fn, x.output_nr
+            if cx is None:
+                cx, nx = accumulator(x), 0
         else:
-            key, ex = 20, _NO_EDGE
+            key, cx, nx = 20, None, 0
     else:
-        mx, key, ex = x, 16, _NO_EDGE
+        mx, key, cx, nx = x, 16, None, 0
     if isinstance(y, Tensor):
         my = y._meta or _meta_of(y)
         if y._requires_grad:
-            fn = y.grad_fn
-            key, ey = key + 3, (fn, y.output_nr) if fn is not None else (accumulator(y), 0)
+            key, cy, ny = key + 3, y.grad_fn, y.output_nr
+            if cy is None:
+                cy, ny = accumulator(y), 0
         else:
-            key, ey = key + 1, _NO_EDGE
+            key, cy, ny = key + 1, None, 0
     else:
-        my, ey = y, _NO_EDGE
-    _link(prim, key, (ex, ey), (mx, my), (x, y), _NO_PARAMS, out)
+        my, cy, ny = y, None, 0
+    _link(prim, key, (cx, nx, mx, cy, ny, my), (x, y), _NO_PARAMS, out)
 
 
-def _link(prim: Primitive, key: int, edges: tuple, meta: tuple, args: tuple, params: dict,
+def _link(prim: Primitive, key: int, inputs: tuple, args: tuple, params: dict,
           out: Tensor) -> None:
-    """Make ``out``'s node from its edges, the inputs' metas and the save rule's ``key``."""
+    """Make ``out``'s node from its ``inputs`` (NOTE [ A node's inputs ] in
+    autograd/graph.py) and the save rule's ``key``."""
     rule = prim._rules.get(key)
     keep, keep_out, needs = prim._rule(key, len(args)) if rule is None else rule
     node = _new(OpNode)
-    node.next_functions = edges
+    node._inputs = inputs
     node._sequence_nr = next(_seq)
     node._hooks = None
-    node._input_meta = meta
     plain = state.plain  # no anomaly mode, no saved-tensor hooks
     node._trace = None if plain or not state.anomaly else _anomaly_trace()
     node.prim, node._needs = prim, needs
@@ -621,7 +625,6 @@ def _meta_of(t: Tensor) -> Meta:
     return m
 
 
-_NO_EDGE = (None, 0)
 _NO_META = (None, None)
 
 

@@ -39,6 +39,37 @@ def test_constant_inputs_have_no_edge():
     assert y2.grad_fn.next_functions[1] == (None, 0)
 
 
+def test_a_node_keeps_each_input_as_child_output_nr_and_meta():
+    # one flat tuple a node (NOTE [ A node's inputs ] in autograd/graph.py): recorded by the
+    # two-operand path, the general path, and a custom Function with two outputs
+    from memgrad.autograd.graph import Meta
+
+    class Split(mg.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, k):
+            return a * k, a * (k + 1)
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            return ga * 2.0 + gb * 3.0, None
+
+    x = f64(3)
+    c = mg.tensor([1.0, 2.0, 3.0], dtype=mg.float64)
+    m = Meta(((3,), np.dtype(np.float64)))
+    y = x * 2.0
+    acc = y.grad_fn.next_functions[0][0]
+    assert acc.variable is x
+    assert y.grad_fn._inputs == (acc, 0, m, None, 0, 2.0)
+    first, second = Split.apply(y, 2.0)
+    assert second.grad_fn._inputs == (y.grad_fn, 0, m, None, 0, None)
+    z = mg.where(c > 1.5, second, c)  # the general path, three inputs
+    assert z.grad_fn._inputs[3:] == (second.grad_fn, 1, m, None, 0, m)
+    assert z.grad_fn.next_functions == ((None, 0), (second.grad_fn, 1), (None, 0))
+    (z.sum() + first.sum()).backward()
+    # d/dx of sum(where(c > 1.5, 6x, c)) + sum(4x), through Split's backward (2 ga + 3 gb)
+    np.testing.assert_array_equal(x.grad.numpy(), 2.0 * (2.0 + 3.0 * (c.numpy() > 1.5)))
+
+
 def test_sequence_nr_increases():
     x = f64(2)
     a = x.exp()
