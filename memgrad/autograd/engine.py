@@ -646,10 +646,6 @@ def _sinks(node: Node) -> dict[int, Tensor]:
     return sinks
 
 
-# the children's offsets in the _inputs of each length up to 16 inputs: no slice made
-_OFFSETS = [tuple(range(0, n, 3)) for n in range(49)]
-
-
 def _dependencies(roots: list[Node]) -> dict[Node, int]:
     """How many edges reach each node below the roots (a root reached from another root
     too is counted; it is walked once). Every root is a key, at 0 if no edge reaches it."""
@@ -657,10 +653,12 @@ def _dependencies(roots: list[Node]) -> dict[Node, int]:
     stack = list(roots)
     push, pop = stack.append, stack.pop
     while stack:
-        links = pop()._inputs
+        links = pop()._inputs  # a child every three entries (NOTE [ A node's inputs ])
         n = len(links)
-        for j in _OFFSETS[n] if n < 49 else range(0, n, 3):
+        j = 0
+        while j < n:  # no slice made: the fewest instructions of the forms tried
             child = links[j]
+            j += 3
             if child is None:
                 continue
             if child in deps:
