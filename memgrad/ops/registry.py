@@ -60,6 +60,7 @@ class Primitive:
         "name",
         "_forward",
         "run",  # what the dispatcher calls: the forward, or the NumPy ufunc that it is
+        "ufunc",  # whether run is that NumPy ufunc (NOTE [ An output's Meta from its operand ])
         "vjp_fn",
         "save_inputs",
         "save_out",
@@ -99,7 +100,7 @@ class Primitive:
         self.name = name
         self.forward = forward
         if ufunc is not None:
-            self.run = ufunc
+            self.run, self.ufunc = ufunc, True
         self.vjp_fn: Callable | None = None
         self.broadcasting = broadcasting
         self.view = view
@@ -176,6 +177,7 @@ class Primitive:
     @forward.setter
     def forward(self, fn: Callable) -> None:
         self._forward = self.run = fn
+        self.ufunc = False
 
     def vjp(self, fn: Callable) -> Callable:
         """Decorator: declare the VJP of this primitive."""
@@ -542,8 +544,11 @@ def _record1(prim: Primitive, x: Tensor, out: Tensor) -> None:
     """``_record(prim, (x,), {}, out)`` for ``call1``'s operand, a Tensor that requires grad
     (NOTE [ Calls of one and two operands ]); key 0b1_11."""
     fn = x.grad_fn
-    _link(prim, 7, (fn, x.output_nr, x._meta or _meta_of(x)) if fn is not None
-          else (accumulator(x), 0, x._meta or _meta_of(x)), (x,), _NO_PARAMS, out)
+    m = x._meta or _meta_of(x)
+    _link(prim, 7, (fn, x.output_nr, m) if fn is not None else (accumulator(x), 0, m), (x,),
+          _NO_PARAMS, out)
+    if prim.ufunc and out._data.dtype is m[1]:  # NOTE [ An output's Meta from its operand ]
+        out._meta = m
 
 
 def _record2(prim: Primitive, x: Any, y: Any, out: Tensor) -> None:
@@ -570,6 +575,21 @@ def _record2(prim: Primitive, x: Any, y: Any, out: Tensor) -> None:
     else:
         my, cy, ny = y, None, 0
     _link(prim, key, (cx, nx, mx, cy, ny, my), (x, y), _NO_PARAMS, out)
+    if prim.ufunc:  # NOTE [ An output's Meta from its operand ]
+        m = my if mx.__class__ is not Meta else mx if my is mx or my.__class__ is not Meta \
+            else None
+        if m is not None and out._data.dtype is m[1]:
+            out._meta = m
+
+
+# NOTE [ An output's Meta from its operand ]
+# A node records its inputs' Metas, and a tensor keeps the Meta its first recorded use made
+# for it (``_meta_of``: a dict lookup by shape, some 0.1 us). The output of a NumPy ufunc
+# on one tensor, or on a tensor and a Python number, or on two tensors of one Meta, has
+# that tensor's shape (broadcasting changes nothing there) and, when its dtype is the
+# operand's, its Meta too: the short paths hand it that Meta as they record the node, so
+# the op that uses the output next does not look it up. Which primitives are ufuncs is
+# ``Primitive.ufunc`` (False again once ``forward`` is replaced).
 
 
 def _link(prim: Primitive, key: int, inputs: tuple, args: tuple, params: dict,

@@ -57,12 +57,14 @@ def test_a_ufunc_record_calls_its_ufunc_and_a_new_forward_replaces_it():
 
     mul.forward = counting
     try:
-        assert mul.run is counting
+        assert mul.run is counting and not mul.ufunc
         np.testing.assert_array_equal((mg.tensor(a) * mg.tensor(b)).numpy(), [3.0, 10.0])
         assert calls == [1]
-    finally:
         mul.forward = original
-    assert mul.run is original
+        assert mul.run is original and not mul.ufunc
+    finally:  # the record as it was, for the tests after this one
+        mul.forward = original
+        mul.run, mul.ufunc = np.multiply, True
 
 
 def test_a_root_reached_from_another_root_gets_both_gradients():
@@ -322,3 +324,45 @@ def test_an_input_meta_follows_the_tensor_data_a_recorded_op_saw():
     lin(mg.ones(1, 2, dtype=mg.float64)).sum().backward()
     assert lin.weight.grad.dtype == mg.float64 and lin.bias.grad.dtype == mg.float64
     np.testing.assert_array_equal(lin.weight.grad.numpy(), [[1.0, 1.0]])
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "maximum", "minimum"])
+def test_a_ufunc_output_takes_its_operand_meta_only_where_it_is_its_own(name):
+    # NOTE [ An output's Meta from its operand ]: handed on where the output has the
+    # operand's shape and dtype, left to _meta_of elsewhere; either way the Meta the next
+    # node records is the output's (shape, dtype)
+    prim = REGISTRY[name]
+    assert prim.ufunc
+    rng = np.random.default_rng(0)
+    x = mg.tensor(rng.random((3, 4), dtype=np.float32) + 1.0, requires_grad=True)
+    same = mg.tensor(rng.random((3, 4), dtype=np.float32) + 1.0)
+    row = mg.tensor(rng.random((1, 4), dtype=np.float32) + 1.0)
+    wide = mg.tensor(rng.random((3, 4)) + 1.0)  # float64
+    x._meta = same._meta = None
+    cases = [((x, 2.0), True), ((2.0, x), True), ((x, 3), True), ((x, x), True),
+             ((x, same), True), ((row, x), False), ((x, wide), False)]
+    for operands, handed in cases:
+        out = prim.call2(*operands)
+        assert out.grad_fn is not None
+        assert (out._meta is not None) == handed, operands
+        nxt = out * 1.0  # records out's Meta, handed on or looked up
+        assert nxt.grad_fn._inputs[2] == (out.shape, out.numpy().dtype)
+    unary = x.tanh()
+    assert unary._meta == ((3, 4), np.dtype(np.float32))
+    (x * same - row).tanh().sum().backward()  # the gradients the Metas are checked against
+    t = np.tanh(x.numpy() * same.numpy() - row.numpy())
+    np.testing.assert_allclose(x.grad.numpy(), same.numpy() * (1 - t * t), rtol=1e-6)
+
+
+def test_a_primitive_whose_forward_is_replaced_is_no_ufunc_any_more():
+    def negative(x):
+        return np.negative(x)
+
+    prim = mg.ops.registry.Primitive("negated", negative, saves={}, ufunc=np.negative)
+    assert prim.ufunc and prim.run is np.negative
+    prim.forward = lambda x: np.concatenate([x, x])  # not of its operand's shape any more
+    assert not prim.ufunc
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    prim.vjp(lambda g, out, needs, x: (g[:2] + g[2:],))
+    out = prim.call1(x)
+    assert out._meta is None and out.shape == (4,)
