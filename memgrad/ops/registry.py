@@ -576,8 +576,12 @@ def _record2(prim: Primitive, x: Any, y: Any, out: Tensor) -> None:
         my, cy, ny = y, None, 0
     _link(prim, key, (cx, nx, mx, cy, ny, my), (x, y), _NO_PARAMS, out)
     if prim.ufunc:  # NOTE [ An output's Meta from its operand ]
-        m = my if mx.__class__ is not Meta else mx if my is mx or my.__class__ is not Meta \
-            else None
+        if mx.__class__ is not Meta:  # x a number: the output is y's shape
+            m = my
+        elif my is mx or my.__class__ is not Meta:  # y a number, or of x's Meta
+            m = mx
+        else:
+            m = None
         if m is not None and out._data.dtype is m[1]:
             out._meta = m
 
