@@ -50,6 +50,7 @@ distinct failure (kept as plain tests, so that each one names its rule).
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import numpy as np
@@ -92,12 +93,13 @@ def _small_causal_blocks_and_kernels():
     multiply-adds (NOTE [ Winograd convolution as jobs ]): here on every size of two or more
     samples. Other convolutions of at most 64 output positions a sample take one product per
     chunk of samples (NOTE [ Few output positions ]): here of at most 4, so that the
-    programs' small images take both that and the per-sample paths. A linear layer's product
-    goes to BLAS through ``parts.Gemm`` (with its bias filled in first, or added after from
-    ``BIAS_AFTER_MIN`` output elements: NOTE [ Bias after the product ]) from
-    ``GEMM_MIN_MACS`` multiply-adds: here on every size, the bias after from 2 output
-    elements, so that the programs take both. The row softmax and log_softmax run in parts
-    of their rows from 2^18 elements: here on every size. Self-attention runs as one job per
+    programs' small images take both that and the per-sample paths. A linear layer with a
+    bias fills its output with the bias and has BLAS add the product, in one compiled call or
+    through NumPy and ``parts.Gemm`` (NOTE [ A linear layer's bias first ]): here the two
+    ways call by call in turn, so that the programs take both; a product added into a
+    weight's ``.grad`` goes to ``Gemm`` from ``GEMM_MIN_MACS`` multiply-adds: here on every
+    size. The row softmax and log_softmax run in parts of their rows from 2^18 elements: here
+    on every size. Self-attention runs as one job per
     part of its (sample, head) pairs from 2^20 multiply-adds (NOTE [ Fused self-attention as
     jobs ]): here from 48, so that the programs take both that and its separate products.
     The layer norm kernels run as jobs from 2^23 multiply-adds, 16 an element (NOTE [ Layer
@@ -120,11 +122,28 @@ def _small_causal_blocks_and_kernels():
                       parts.batch_as_jobs(n, parts.PARTS_MIN_MACS, job, words_of))
         patch.setattr(conv_ops, "_BATCHED_MAX_POSITIONS", 4)
         patch.setattr(nn_ops, "GEMM_MIN_MACS", 0)
-        patch.setattr(nn_ops, "BIAS_AFTER_MIN", 2)
+        patch.setattr(parts, "addmm", _addmm_both_ways(parts.addmm))
         patch.setattr(reduce_ops, "SOFTMAX_COST", parts.PARTS_MIN_MACS)
         patch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 48)
         patch.setattr(nn_ops, "NORM_JOB_MIN_MACS", 256)
         yield
+
+
+def _addmm_both_ways(addmm):
+    """``parts.addmm`` compiled and through NumPy's fill and ``Gemm`` (as with
+    ``NUMBA_DISABLE_JIT=1``), call by call in turn."""
+    from memgrad.ops import parts
+
+    calls = itertools.count()
+
+    def both_ways(a, b, v):
+        if next(calls) % 2 == 0:
+            return addmm(a, b, v)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(parts.Parts, "addmm", None)
+            return addmm(a, b, v)
+
+    return both_ways
 
 
 def _settings(ci: int, thorough: int) -> settings:

@@ -29,6 +29,8 @@ from numba import carray, cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from memgrad._kernels.blas import _extern, _gemm
+
 __all__ = ["NONE", "IDLE", "SLEEP", "CLAIMED", "JOB", "DONE", "PART", "STOP", "SLOTS",
            "supported", "serve", "post", "stop", "blas_callback", "FORMS", "PRODUCT_WORDS",
            "W_THREAD", "PRODUCTS_JOB", "W_A", "W_B", "W_C", "addresses", "product_row",
@@ -45,11 +47,6 @@ _FUTEX_WAIT, _FUTEX_WAKE = 128, 129  # the _PRIVATE forms
 def supported() -> bool:
     """Whether this platform has what the hand-off needs: Linux's futex on x86-64 or AArch64."""
     return sys.platform == "linux" and _FUTEX is not None
-
-
-def _extern(builder, name, ret, arg_types, var_arg=False):
-    fnty = ir.FunctionType(ret, arg_types, var_arg=var_arg)
-    return cgutils.get_or_insert_function(builder.module, fnty, name)
 
 
 @intrinsic
@@ -256,33 +253,6 @@ _NO_TRANS = 111
 
 
 @intrinsic
-def _gemm(typingctx, fn, double, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
-    """``fn(RowMajor, ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)``: the ILP64
-    ``cblas_dgemm`` when ``double`` is nonzero, else ``cblas_sgemm``."""
-    def codegen(context, builder, sig, args):
-        i32, i64 = ir.IntType(32), ir.IntType(64)
-
-        def call(real):
-            fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, real, i64,
-                                                   i64, i64, i64, real, i64, i64])
-            fn = builder.inttoptr(args[0], fnty.as_pointer())
-            builder.call(fn, [ir.Constant(i32, 101), builder.trunc(args[2], i32),
-                              builder.trunc(args[3], i32), args[4], args[5], args[6],
-                              ir.Constant(real, 1.0), args[7], args[8], args[9], args[10],
-                              ir.Constant(real, 0.0), args[11], args[12]])
-
-        with builder.if_else(builder.icmp_signed("!=", args[1], ir.Constant(i64, 0))) as (
-                double, single):
-            with double:
-                call(ir.DoubleType())
-            with single:
-                call(ir.FloatType())
-        return context.get_dummy_value()
-
-    return types.void(*([types.int64] * 13)), codegen
-
-
-@intrinsic
 def _zero(typingctx, addr, nbytes):
     def codegen(context, builder, sig, args):
         cgutils.memset(builder, builder.inttoptr(args[0], ir.IntType(8).as_pointer()),
@@ -328,10 +298,10 @@ def _matrix_products(w, a, b, c):
     ars, acs = (lda * item, item) if ta == _NO_TRANS else (item, lda * item)  # bytes
     brs = ldb * item if tb == _NO_TRANS else item
     if form == 0:
-        _gemm(fn, double, ta, tb, rows, n, cols, a, lda, b, ldb, c, ldc)
+        _gemm(fn, double, ta, tb, rows, n, cols, a, lda, b, ldb, 0.0, c, ldc)
     elif form == 1:  # M * (a @ b^T): the whole product, then the blocks above the diagonal 0
         s = w[W_BROWS]
-        _gemm(fn, double, ta, _flip(tb), rows, s, cols, a, lda, b, ldb, c, ldc)
+        _gemm(fn, double, ta, _flip(tb), rows, s, cols, a, lda, b, ldb, 0.0, c, ldc)
         for r0 in range(0, rows, block):
             c0 = r0 + block
             if c0 >= s:
@@ -342,7 +312,7 @@ def _matrix_products(w, a, b, c):
         for r0 in range(0, rows, block):
             r1 = min(rows, r0 + block)
             _gemm(fn, double, ta, tb, r1 - r0, n, min(cols, r0 + block), a + r0 * ars, lda,
-                  b, ldb, c + r0 * ldc * item, ldc)
+                  b, ldb, 0.0, c + r0 * ldc * item, ldc)
     else:  # (M * a)^T @ b: column block c of a is read from row c0 on
         for c0 in range(0, cols, block):
             if c0 >= rows:
@@ -351,7 +321,7 @@ def _matrix_products(w, a, b, c):
                 break
             c1 = min(cols, c0 + block)
             _gemm(fn, double, _flip(ta), tb, c1 - c0, n, rows - c0, a + c0 * (ars + acs), lda,
-                  b + c0 * brs, ldb, c + c0 * ldc * item, ldc)
+                  b + c0 * brs, ldb, 0.0, c + c0 * ldc * item, ldc)
 
 
 @cfunc(types.void(types.int32, types.voidptr, types.int32), cache=True)

@@ -35,7 +35,8 @@ memgrad runs the loops as Python parts).
 import numpy as np
 from numba import carray, cfunc, njit, types
 
-from memgrad._kernels.handoff import _gemm, _thread_self, pointer_to
+from memgrad._kernels.blas import _gemm
+from memgrad._kernels.handoff import _thread_self, pointer_to
 from memgrad._kernels.winograd import _winograd_grad, _winograd_input, _winograd_output
 
 __all__ = ["WINOGRAD_WORDS", "WINOGRAD_JOB", "W_KIND", "W_DOUBLE", "W_LO", "W_HI", "W_C",
@@ -70,7 +71,7 @@ def _forward_part(w, x, u, bias, out, v, m, offsets, signs):
         for p in range(16):
             _gemm(w[W_GEMM], w[W_DOUBLE], _NO_TRANS, _NO_TRANS, co, per, c,
                   u.ctypes.data + p * co * c * item, c, v.ctypes.data + p * v.shape[1] * item,
-                  per, m.ctypes.data + p * m.shape[1] * item, per)
+                  per, 0.0, m.ctypes.data + p * m.shape[1] * item, per)
         _winograd_output(m, bias, out[i])
 
 
@@ -89,7 +90,7 @@ def _grad_part(w, x, g, sums, acc, v, m, prod, offsets, signs, grad_offsets, gra
         for p in range(16):
             _gemm(w[W_GEMM], w[W_DOUBLE], _NO_TRANS, _TRANS, c, co, per,
                   v.ctypes.data + p * v.shape[1] * item, per,
-                  m.ctypes.data + p * m.shape[1] * item, per,
+                  m.ctypes.data + p * m.shape[1] * item, per, 0.0,
                   prod.ctypes.data + p * c * co * item, co)
         for j in range(flat_acc.shape[0]):
             flat_acc[j] += flat_prod[j]

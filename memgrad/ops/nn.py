@@ -113,24 +113,20 @@ ADD_BLOCK_BYTES = 1 << 20  # the temporary of one row block of _add_product
 # parts.Gemm (NOTE [ Accumulating GEMM ]): below, its ctypes call and checks cost more than
 # the pass they save
 GEMM_MIN_MACS = parts.PARTS_MIN_MACS
-# output elements from which linear's bias is added after its product (NOTE [ Bias after the
-# product ]); below, the output is filled with it first
-BIAS_AFTER_MIN = 1 << 17
 
-# NOTE [ Bias after the product ]
-# A linear layer with a bias computes as addmm does: the bias broadcast into the output,
-# then the product added to it (``Gemm`` with beta 1). That fill is one pass over the
-# output on the calling thread, writing memory that is usually no longer in cache, and
-# OpenBLAS reads the output back; at ``memgrad train``'s sizes (1024 rows of 64 inputs and
-# 192 or 256 outputs) the fill took 60-80 us of a 200-250 us forward, where PyTorch's addmm
-# costs 10-20% over its mm. From ``BIAS_AFTER_MIN`` output elements the product is written
-# first (beta 0: OpenBLAS clears the output on its own threads, each its own part) and the
-# bias added after with BLAS's rank-1 update (``parts.add_rows``), which OpenBLAS splits
-# over its threads too, on data still in their caches. Each element is still the product's
-# sum and the bias added with one rounding, but where OpenBLAS adds a long inner dimension
-# into the output block by block the bias now comes last instead of first: the last bit
-# may differ from the fill's result (inner dimensions up to 256 measured bit for bit the
-# same, 1024 not).
+# NOTE [ A linear layer's bias first ]
+# A linear layer with a bias computes as PyTorch's addmm does: the bias broadcast into the
+# output, then the product added to it by one ``cblas_?gemm`` with beta 1 (``parts.addmm``),
+# where the bias is written and the BLAS called from one compiled function
+# (``memgrad/_kernels/blas.py``). The product first and the bias added after it took a
+# second pass over an output that the two BLAS threads had just written, each half in its
+# own core's cache: at nanoGPT's smallest sizes (256 rows, 64 inputs, 64 to 256 outputs) the
+# add cost 10-30 us of a 25-90 us layer. Each element is the product's sum and the bias
+# with one rounding either way; where OpenBLAS adds a long inner dimension into the output
+# block by block (inner dimensions above 256), the bias comes first rather than last and
+# the last bit may differ. Without numba's compiler, for large products before the hand-off
+# is set up (NOTE [ Products in parts of their rows ] in ops/parts.py) and for operands BLAS
+# cannot take, ``parts.addmm`` fills the output with NumPy and calls ``Gemm``, or declines.
 
 
 @primitive("linear", saves={"x": (1,), "weight": (0,)}, kind="matmul", accumulates=(1,),
@@ -138,17 +134,9 @@ BIAS_AFTER_MIN = 1 << 17
 def _linear(x, weight, bias):
     # one GEMM over the flattened leading dimensions
     x2 = x.reshape(-1, x.shape[-1])
-    if bias is not None and x2.shape[0] * weight.size >= GEMM_MIN_MACS \
-            and x2.dtype == weight.dtype == bias.dtype:
-        out = np.empty((x2.shape[0], weight.shape[0]), x2.dtype)
-        after = out.size >= BIAS_AFTER_MIN  # NOTE [ Bias after the product ]
-        if not after:  # as addmm: the bias broadcast into the output, which the GEMM adds to
-            out[...] = bias
-        product = parts.Gemm(x2, weight.T, out)
-        if product.blas:
-            product(0, 0, 0, 0.0 if after else 1.0)
-            if after:
-                parts.add_rows(out, bias)
+    if bias is not None:  # NOTE [ A linear layer's bias first ]
+        out = parts.addmm(x2, weight.T, bias)
+        if out is not None:
             return out.reshape(x.shape[:-1] + (weight.shape[0],))
     out = parts.rows_product(x2, weight.T)
     if bias is not None:

@@ -147,8 +147,7 @@ import numpy as np
 __all__ = ["PARTS_MIN_MACS", "PRODUCT_PARTS_MIN_MACS", "JOB_PARTS_MIN_MACS", "ROW_ALIGN",
            "Parts", "in_parts", "rows_in_parts", "rows_product", "products_in_parts",
            "kernel_in_parts", "kernel_as_jobs", "batch_as_jobs", "product_words", "gemm_address",
-           "Gemm",
-           "add_rows"]
+           "Gemm", "addmm"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
@@ -193,25 +192,24 @@ def _find_set_local() -> Any:
     return fn
 
 
-# the arguments of the ILP64 ``cblas_?<name>`` memgrad calls, for the scalar type ``s`` of
-# the dtype (enums, then integers, scalars and pointers in BLAS's order)
+# the arguments of the ILP64 ``cblas_?gemm`` for the scalar type ``s`` of the dtype (enums,
+# then integers, scalars and pointers in BLAS's order)
 _I64, _PTR, _ENUM = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-_CBLAS_ARGS = {
-    "gemm": lambda s: [_ENUM, _ENUM, _ENUM, _I64, _I64, _I64, s, _PTR, _I64, _PTR, _I64, s,
-                       _PTR, _I64],
-    "ger": lambda s: [_ENUM, _I64, _I64, s, _PTR, _I64, _PTR, _I64, _PTR, _I64],
-}
 
 
-def _find_cblas(name: str) -> dict:
-    """dtype -> ``cblas_?<name>`` of NumPy's bundled OpenBLAS with 64-bit integers (``s``
-    for float32, ``d`` for float64), or None where it has none."""
+def _gemm_args(s: Any) -> list:
+    return [_ENUM, _ENUM, _ENUM, _I64, _I64, _I64, s, _PTR, _I64, _PTR, _I64, s, _PTR, _I64]
+
+
+def _find_gemms() -> dict:
+    """dtype -> ``cblas_?gemm`` of NumPy's bundled OpenBLAS with 64-bit integers (``s`` for
+    float32, ``d`` for float64), or None where it has none."""
     found = {}
     for dtype, letter, scalar in ((np.dtype(np.float32), "s", ctypes.c_float),
                                   (np.dtype(np.float64), "d", ctypes.c_double)):
-        fn = _openblas_symbol(f"scipy_cblas_{letter}{name}64_", f"cblas_{letter}{name}64_")
+        fn = _openblas_symbol(f"scipy_cblas_{letter}gemm64_", f"cblas_{letter}gemm64_")
         if fn is not None:
-            fn.argtypes = _CBLAS_ARGS[name](scalar)
+            fn.argtypes = _gemm_args(scalar)
             fn.restype = None
         found[dtype] = fn
     return found
@@ -222,8 +220,7 @@ class Parts:
 
     set_local: object = False  # not looked up yet
     gemms: dict | None = None  # dtype -> cblas_?gemm or None, looked up on first use
-    gers: dict | None = None  # dtype -> cblas_?ger or None, looked up on first use
-    ones: dict = {}  # dtype -> a read-only vector of ones (the longest asked for yet)
+    addmm: object = False  # the compiled addmm_into, None, or not looked up yet
     gemm_at: dict | None = None  # dtype -> the address of its cblas_?gemm, where there is one
     layouts: dict = {}  # the words of product_words by layout (None: it does not fit)
     helpers: list | None = None  # the _Helper threads, k - 1 of them
@@ -823,43 +820,55 @@ def _layout_words(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str,
 def _gemms() -> dict:
     """dtype -> NumPy's OpenBLAS's ``cblas_?gemm`` (ILP64) or None, looked up once."""
     if Parts.gemms is None:
-        Parts.gemms = _find_cblas("gemm")
+        Parts.gemms = _find_gemms()
     return Parts.gemms
 
 
-def _ones(n: int, dtype: np.dtype) -> np.ndarray:
-    """A read-only vector of ``n`` ones of ``dtype`` (a view of one kept per dtype)."""
-    ones = Parts.ones.get(dtype)
-    if ones is None or ones.shape[0] < n:
-        ones = np.ones(max(n, 1024), dtype)
-        ones.flags.writeable = False
-        Parts.ones[dtype] = ones
-    return ones[:n]
-
-
-def add_rows(out: np.ndarray, v: np.ndarray) -> None:
-    """``out += v`` on every row of the matrix ``out``: a linear layer's bias added after
-    its product (NOTE [ Bias after the product ] in ops/nn.py). For a C-contiguous float32
-    or float64 ``out`` and a contiguous ``v`` of its dtype, through BLAS's rank-1 update
-    ``out += 1 v^T`` (``cblas_?ger``, which OpenBLAS splits over its threads as it does a
-    product); otherwise NumPy's ``+=``. Either way each element is ``out + v`` rounded once.
+def addmm(a: np.ndarray, b: np.ndarray, v: np.ndarray) -> np.ndarray | None:
+    """``a @ b + v`` for matrices ``a`` (M, K), ``b`` (K, N) and a vector ``v`` (N,) of one
+    float dtype, as PyTorch's addmm: ``v`` broadcast into a new output, then the product
+    added to it by one ``cblas_?gemm`` with beta 1 (NOTE [ A linear layer's bias first ] in
+    ops/nn.py); None, with nothing computed, where NumPy's OpenBLAS cannot take them as they
+    lie (another dtype, neither rows nor columns unit-strided, an empty dimension).
 
     Example:
-        >>> out = np.zeros((2, 3), np.float32)
-        >>> add_rows(out, np.arange(3, dtype=np.float32)); out.tolist()
-        [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]
+        >>> addmm(np.ones((2, 3)), np.ones((3, 2)), np.array([1.0, 2.0])).tolist()
+        [[4.0, 5.0], [4.0, 5.0]]
     """
-    if Parts.gers is None:
-        Parts.gers = _find_cblas("ger")
-    fn = Parts.gers.get(out.dtype)
-    if fn is None or out.ndim != 2 or v.shape != out.shape[1:] or v.dtype != out.dtype \
-            or not (out.flags.c_contiguous and out.flags.writeable and v.flags.c_contiguous) \
-            or 0 in out.shape or np.may_share_memory(out, v):
-        out += v
-        return
-    m, n = out.shape
-    fn(_ROW_MAJOR, m, n, 1.0, _ones(m, out.dtype).ctypes.data, 1, v.ctypes.data, 1,
-       out.ctypes.data, n)
+    m, k = a.shape
+    n = b.shape[1]
+    if not a.dtype == b.dtype == v.dtype or v.shape != (n,) or 0 in (m, n, k):
+        return None
+    compiled = _compiled_addmm()
+    fn = gemm_address(a.dtype) if compiled is not None else None
+    if fn is not None and (m * n * k < PRODUCT_PARTS_MIN_MACS or _blas_on_helpers()):
+        la, lb = _operand(a), _operand(b)
+        if la is not None and lb is not None and v.flags.c_contiguous:
+            out = np.empty((m, n), a.dtype)
+            compiled(a, b, v, out, fn, la[0], la[1], lb[0], lb[1])
+            return out
+    out = np.empty((m, n), a.dtype)
+    product = Gemm(a, b, out)
+    if not product.blas:
+        return None
+    out[...] = v  # (rows_in_parts splits a large product over the cores)
+    product(0, 0, 0, 1.0)
+    return out
+
+
+def _compiled_addmm() -> Callable | None:
+    """``memgrad._kernels.blas.addmm_into``, or None with ``NUMBA_DISABLE_JIT=1``; looked up
+    on first use (it imports numba)."""
+    if Parts.addmm is False:
+        from numba import config
+
+        if config.DISABLE_JIT:
+            Parts.addmm = None
+        else:
+            from memgrad._kernels.blas import addmm_into
+
+            Parts.addmm = addmm_into
+    return Parts.addmm  # type: ignore[return-value]
 
 
 def _gemm_addresses() -> dict:

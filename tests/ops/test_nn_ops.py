@@ -62,11 +62,14 @@ def test_linear_matches_numpy_and_gradchecks(lead):
     check(lambda x, w: F.linear(x, w), T(x, True), T(w, True))
 
 
-def test_linear_with_its_bias_added_after_the_product_gradchecks(monkeypatch):
-    from memgrad.ops import nn as ops_nn
+@pytest.mark.parametrize("compiled", [True, False])
+def test_linear_with_its_bias_first_gradchecks(compiled, monkeypatch):
+    # the bias broadcast into the output before BLAS adds the product: in one compiled call,
+    # or (as with NUMBA_DISABLE_JIT=1) filled by NumPy before Gemm adds to it
+    from memgrad.ops import parts
 
-    monkeypatch.setattr(ops_nn, "BIAS_AFTER_MIN", 0)
-    monkeypatch.setattr(ops_nn, "GEMM_MIN_MACS", 0)  # every size takes the BLAS path
+    if not compiled:
+        monkeypatch.setattr(parts.Parts, "addmm", None)
     check(lambda x, w, b: F.linear(x, w, b), leaf(2, 3, 4), leaf(5, 4, seed=1),
           leaf(5, seed=2))
 
@@ -593,20 +596,23 @@ def test_attention_with_a_bool_mask_and_errors():
         F.scaled_dot_product_attention(T(q), T(k), T(rand(4, 2)))
 
 
-@pytest.mark.parametrize("after", [False, True])
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_large_linear_adds_its_bias_and_weight_gradient_inside_the_gemm(dtype, after,
+def test_large_linear_adds_its_bias_and_weight_gradient_inside_the_gemm(dtype, compiled,
                                                                        monkeypatch):
-    # above GEMM_MIN_MACS the bias is broadcast into the output before the GEMM adds the
-    # product to it, or (from BIAS_AFTER_MIN output elements) added after the product by
-    # parts.add_rows; the weight gradient is added straight into an existing .grad
+    # the bias is broadcast into the output before the GEMM adds the product to it (NOTE [ A
+    # linear layer's bias first ]: compiled, or filled by NumPy before Gemm, which splits a
+    # large product over the cores); the weight gradient is added straight into an
+    # existing .grad
     from memgrad.ops import nn as ops_nn
     from memgrad.ops import parts
 
-    monkeypatch.setattr(ops_nn, "BIAS_AFTER_MIN", 0 if after else 1 << 62)
-    added = []
-    real = parts.add_rows
-    monkeypatch.setattr(parts, "add_rows", lambda out, v: added.append(v) or real(out, v))
+    if not compiled:
+        monkeypatch.setattr(parts.Parts, "addmm", None)
+    gemms = []
+    real = parts.Gemm
+    monkeypatch.setattr(parts, "Gemm", lambda *arrays: gemms.append(arrays[2].shape)
+                        or real(*arrays))
 
     rng = np.random.default_rng(7)
     x = rng.standard_normal((4, 64, 256)).astype(dtype)
@@ -625,4 +631,5 @@ def test_large_linear_adds_its_bias_and_weight_gradient_inside_the_gemm(dtype, a
     np.testing.assert_allclose(wt.grad.numpy(), start + g2.T @ x2, rtol=tol, atol=tol)
     np.testing.assert_allclose(xt.grad.numpy(), g @ w, rtol=tol, atol=tol)
     np.testing.assert_allclose(bt.grad.numpy(), g2.sum(0), rtol=tol, atol=tol)
-    assert len(added) == after
+    # the forward's Gemm without the compiled call; the weight gradient's into .grad
+    assert gemms == ([] if compiled else [(256, 160)]) + [w.shape]

@@ -490,24 +490,76 @@ def test_gemm_in_parts_of_rows_at_offsets(row_parts, gemm_backend, dtype, beta):
     assert bool(helpers) == (gemm_backend == "cblas")  # NumPy's fallback runs whole
 
 
+def _addmm_operands(dtype, layout, rng):
+    """(a, b, v) of ``addmm`` in one of the layouts BLAS takes as they lie: rows or columns
+    unit-strided, a leading dimension longer than the matrix."""
+    a = rng.standard_normal((37, 24)).astype(dtype)
+    w = rng.standard_normal((19, 24)).astype(dtype)
+    v = rng.standard_normal(19).astype(dtype)
+    if layout == "w.T":  # a linear layer's weight, transposed: columns unit-strided
+        return a, w.T, v
+    if layout == "C":
+        return a, np.ascontiguousarray(w.T), v
+    if layout == "a.T":
+        return np.ascontiguousarray(a.T).T, w.T, v
+    wide = np.zeros((37, 40), dtype)  # rows 40 apart: a leading dimension of 40
+    wide[:, :24] = a
+    return wide[:, :24], w.T, v
+
+
+@pytest.mark.parametrize("layout", ["w.T", "C", "a.T", "strided rows"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_add_rows_is_numpys_add_rounded_once(dtype):
+def test_addmm_is_the_product_plus_the_vector_compiled_and_through_gemm(dtype, layout,
+                                                                          monkeypatch):
     rng = np.random.default_rng(13)
-    base = rng.standard_normal((300, 70)).astype(dtype)
-    v = rng.standard_normal(70).astype(dtype)
-    want = base + v
-    out = base.copy()
-    parts_mod.add_rows(out, v)  # BLAS's rank-1 update where NumPy's OpenBLAS has it
-    np.testing.assert_array_equal(out, want)
-    strided = np.zeros((300, 140), dtype)[:, ::2]  # not C-contiguous: NumPy's +=
-    strided += base
-    parts_mod.add_rows(strided, v)
-    np.testing.assert_array_equal(strided, want)
-    same = base.copy()
-    parts_mod.add_rows(same, same[0])  # v inside out: NumPy's +=, which buffers it
-    np.testing.assert_array_equal(same, base + base[0])
-    with pytest.raises(ValueError):  # shapes that do not broadcast, as NumPy says
-        parts_mod.add_rows(base.copy(), v[:5])
+    a, b, v = _addmm_operands(dtype, layout, rng)
+    want = a.astype(np.float64) @ b.astype(np.float64) + v
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    compiled = parts_mod.addmm(a, b, v)
+    assert compiled.dtype == dtype and compiled.flags.c_contiguous
+    np.testing.assert_allclose(compiled, want, rtol=tol, atol=tol)
+    calls = []
+    monkeypatch.setattr(parts_mod.Parts, "addmm", None)  # as with NUMBA_DISABLE_JIT=1
+    real_gemm = parts_mod.Gemm
+    monkeypatch.setattr(parts_mod, "Gemm", lambda *arrays: calls.append(1) or real_gemm(*arrays))
+    through_gemm = parts_mod.addmm(a, b, v)
+    assert calls == [1]
+    np.testing.assert_array_equal(through_gemm, compiled)  # the same BLAS call, bit for bit
+
+
+def test_addmm_runs_compiled_and_declines_what_blas_cannot_take(monkeypatch):
+    rng = np.random.default_rng(14)
+    a, b, v = _addmm_operands(np.float32, "w.T", rng)
+    if parts_mod._compiled_addmm() is None or parts_mod.gemm_address(a.dtype) is None:
+        pytest.skip("needs numba's compiler and NumPy's OpenBLAS")
+    ran = []
+    real = parts_mod.Parts.addmm
+    monkeypatch.setattr(parts_mod.Parts, "addmm", lambda *args: ran.append(1) or real(*args))
+    parts_mod.addmm(a, b, v)
+    assert ran == [1]
+    strided = v.repeat(2)[::2]  # a vector that is not contiguous: NumPy fills, Gemm adds
+    np.testing.assert_array_equal(parts_mod.addmm(a, b, strided), parts_mod.addmm(a, b, v))
+    assert ran == [1, 1]
+    assert parts_mod.addmm(a.astype(np.float16), b.astype(np.float16),
+                           v.astype(np.float16)) is None
+    assert parts_mod.addmm(a, b.astype(np.float64), v) is None  # dtypes differ
+    assert parts_mod.addmm(a[:, :0], b[:0], v) is None  # an empty inner dimension
+    assert parts_mod.addmm(a, b, v[:5]) is None  # a vector of the wrong length
+    chequer = np.zeros((74, 48), np.float32)[::2, ::2]  # neither rows nor columns unit-strided
+    chequer[...] = a
+    assert parts_mod.addmm(chequer, b, v) is None
+
+
+def test_addmm_into_checks_its_shapes():
+    from memgrad._kernels.blas import addmm_into
+
+    if parts_mod._compiled_addmm() is None:
+        pytest.skip("needs numba's compiler")
+    a, b, v = (np.ones(s, np.float32) for s in ((4, 3), (3, 5), (5,)))
+    fn = parts_mod.gemm_address(a.dtype)
+    for out, vec in ((np.empty((4, 4), np.float32), v), (np.empty((4, 5), np.float32), v[:4])):
+        with pytest.raises(ValueError, match="addmm_into: expected"):
+            addmm_into(a, b, vec, out, fn, 111, 3, 111, 5)
 
 
 def test_linear_in_parts_with_numpys_openblas():
