@@ -115,7 +115,10 @@ GELU 362 against 420 (medians of 300 calls, Intel model 207). Without the hand-o
 ``NUMBA_DISABLE_JIT=1``), or for arrays the job declines, ``kernel_in_parts`` runs the
 kernels as Python parts of ``in_parts``. As for the products, the addresses come from one
 compiled call and the words are one small array built at once: a kernel as jobs on a tiny
-array took 42 us a call in all before, 13.5 after.
+array took 42 us a call in all before, 13.5 after. So kernels run as jobs from
+``KERNEL_JOB_MIN_MACS``, half the ``PARTS_MIN_MACS`` of a Python part: at nanoGPT's
+smallest sizes (65,536 elements) a float32 GELU took 73 against 105 us, its backward 89
+against 143 (Intel model 167).
 
 NOTE [ Accumulating GEMM ]
 ``Gemm(a, b, c)`` computes ``c = a @ b + beta * c`` for 2-D float32 or float64 views whose
@@ -144,10 +147,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PARTS_MIN_MACS", "PRODUCT_PARTS_MIN_MACS", "JOB_PARTS_MIN_MACS", "ROW_ALIGN",
-           "Parts", "in_parts", "rows_in_parts", "rows_product", "products_in_parts",
-           "kernel_in_parts", "kernel_as_jobs", "batch_as_jobs", "product_words", "gemm_address",
-           "Gemm", "addmm"]
+__all__ = ["PARTS_MIN_MACS", "PRODUCT_PARTS_MIN_MACS", "JOB_PARTS_MIN_MACS",
+           "KERNEL_JOB_MIN_MACS", "ROW_ALIGN", "Parts", "in_parts", "rows_in_parts",
+           "rows_product", "products_in_parts", "kernel_in_parts", "kernel_as_jobs",
+           "batch_as_jobs", "product_words", "gemm_address", "Gemm", "addmm"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
@@ -162,6 +165,10 @@ ROW_ALIGN = 16
 # multiply-adds from which a batch of products runs as jobs on the helpers (NOTE [ Products
 # as jobs ]): no GIL to pass, so the hand-off costs a few microseconds
 JOB_PARTS_MIN_MACS = 1 << 20
+# multiply-adds from which an element-wise or row kernel of an op runs as jobs on the
+# helpers (NOTE [ Kernels as jobs ]): half of PARTS_MIN_MACS, since a job's hand-off costs
+# a few microseconds where a Python part's cost tens
+KERNEL_JOB_MIN_MACS = 1 << 22
 # rounds of the CPU's pause instruction a hand-off helper waits for work before it sleeps
 # (NOTE [ One set of threads ]): some 2 ms on a CPU whose pause takes 30 ns
 SPIN_ROUNDS = 1 << 16
@@ -617,8 +624,9 @@ def kernel_as_jobs(kernel: Callable, blocks: int, rows_per_block: int, macs: int
     """``kernel_in_parts`` as jobs on the helpers (NOTE [ Kernels as jobs ]), for a kernel of
     ``memgrad._kernels.jobs.KERNELS``; ``params`` are its parameters between the inputs and
     ``out`` (none, a scale, or a scale and a causal block). False, with ``out`` untouched,
-    where that does not run: fewer than ``PARTS_MIN_MACS`` multiply-adds, one BLAS thread,
-    no hand-off, inside a part, another kernel, or arrays the job cannot take as they lie.
+    where that does not run: fewer than ``KERNEL_JOB_MIN_MACS`` multiply-adds, one BLAS
+    thread, no hand-off, inside a part, another kernel, or arrays the job cannot take as they
+    lie.
 
     Example:
         >>> from memgrad._kernels.activation import relu_into
@@ -626,7 +634,7 @@ def kernel_as_jobs(kernel: Callable, blocks: int, rows_per_block: int, macs: int
         >>> kernel_as_jobs(relu_into, 8, 1, 0, (x,), np.empty_like(x))  # too small
         False
     """
-    if macs < PARTS_MIN_MACS or _inside.active or Parts.handoff is None or blocks < 2:
+    if macs < KERNEL_JOB_MIN_MACS or _inside.active or Parts.handoff is None or blocks < 2:
         return False
     set_local = _set_local()
     if set_local is None:

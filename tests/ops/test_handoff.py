@@ -516,10 +516,34 @@ def _check_kernel_job(blas_threads, index, dtype):
         assert len(set(words[:, jobs.W_THREAD].tolist())) == k and 0 not in words[:, -1]
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_a_gelu_of_the_jobs_threshold_runs_as_jobs_and_a_smaller_one_whole(blas_threads,
+                                                                          monkeypatch,
+                                                                          approximate):
+    # 65,536 float32 elements at 64 multiply-adds each: KERNEL_JOB_MIN_MACS, nanoGPT's
+    # smallest MLP; half of them run in one call on the calling thread
+    from memgrad._kernels import activation
+    from memgrad.ops import nn as nn_ops
+
+    assert 65536 * nn_ops._GELU_COST == parts_mod.KERNEL_JOB_MIN_MACS
+    ran = []
+    real = parts_mod._run_jobs
+    monkeypatch.setattr(parts_mod, "_run_jobs", lambda *args: ran.append(args[1]) or real(*args))
+    rng = np.random.default_rng(9)
+    one = activation.gelu_tanh if approximate == "tanh" else activation.gelu
+    for n, jobs_run in ((65536, [2]), (32768, [])):
+        x = rng.standard_normal((8, n // 8)).astype(np.float32)
+        got = nn_ops._gelu.forward(x, approximate=approximate)
+        np.testing.assert_array_equal(got, one(x.reshape(-1)).reshape(x.shape))
+        assert ran == jobs_run
+        ran.clear()
+
+
 def test_kernels_as_jobs_decline_what_the_job_cannot_take(blas_threads, monkeypatch):
     from memgrad._kernels import activation
 
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    monkeypatch.setattr(parts_mod, "KERNEL_JOB_MIN_MACS", 0)
     rng = np.random.default_rng(8)
     g, y = rng.standard_normal((2, 64)), rng.standard_normal(64)
     out = np.full(64, 7.0)

@@ -36,6 +36,7 @@ def two_threads(monkeypatch):
     monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
     monkeypatch.setattr(parts_mod.Parts, "helpers", None)
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    monkeypatch.setattr(parts_mod, "KERNEL_JOB_MIN_MACS", 0)
     monkeypatch.setattr(parts_mod, "PRODUCT_PARTS_MIN_MACS", 0)
     yield calls
     stop_helpers()
@@ -61,6 +62,7 @@ def kernel_parts(request, monkeypatch):
     OpenBLAS at two threads (NOTE [ Kernels as jobs ])."""
     calls, words = [], []
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
+    monkeypatch.setattr(parts_mod, "KERNEL_JOB_MIN_MACS", 0)
     if request.param == "python":
         monkeypatch.setattr(parts_mod.Parts, "helpers", None)
         monkeypatch.setattr(parts_mod.Parts, "set_local", _fake_blas_threads(2, calls))
