@@ -19,10 +19,11 @@ Prints one JSON line per measurement, then a plain-text table.
 shared with other jobs it leaves out the time they hold the cores (the ops of 16 elements
 run on one thread in both frameworks).
 
-``--lead 1`` runs one untimed run of the same case right before each timed one, so that a
-case follows itself, as ops follow ops of their own framework in a training loop (by
-default each case follows the previous case in the round: the first of each framework's
-follows the other framework's last).
+Each timed run follows ``--lead`` untimed runs of the same case (default 3), so that a case
+follows itself, as ops follow ops of their own framework in a training loop. ``--lead 0``
+times each case right after the previous case in the round (the first of each framework's
+after the other framework's last) and the full garbage collection the rounds make: a cold
+start, which the figures before 2026-12-07's seventh session measured.
 
 Usage:
     python benchmarks/overhead.py [--repeats 30] [--warmup 3] [--clock wall|cpu] [--lead N]
@@ -154,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs first (default: 3)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall time, or this process's CPU time (default: wall)")
-    parser.add_argument("--lead", type=int, default=0,
-                        help="untimed runs of the same case before each timed one (default: 0)")
+    parser.add_argument("--lead", type=int, default=3,
+                        help="untimed runs of the same case before each timed one (default: 3)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")

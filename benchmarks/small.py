@@ -24,10 +24,11 @@ Usage:
 ``--clock cpu`` times with the process's CPU time (all its threads) instead of the wall
 clock, and ``--threads 1`` runs PyTorch on one thread (set ``OPENBLAS_NUM_THREADS=1`` for
 NumPy's BLAS too): on a machine shared with other jobs that compares the two frameworks'
-work rather than the load. ``--lead 1`` runs one untimed step of the same case right
-before each timed one, so that a step follows a step of its own, as in a training loop
-(by default each follows the previous case's, the other framework's or the other mode's,
-and the full garbage collection the rounds make before each case).
+work rather than the load. Each timed step follows ``--lead`` untimed steps of the same
+case (default 3), so that a step follows steps of its own, as in a training loop's steady
+state; ``--lead 0`` times each step right after the previous case's (the other framework's
+or the other mode's) and the full garbage collection the rounds make before each case: a
+cold start, which the figures before 2026-12-07's seventh session measured.
 ``--by-op 12`` then profiles ``--repeats`` more steps of each case and prints the 12 ops
 that take the most time per step in each framework (memgrad's primitives, timed from the
 dispatcher in; PyTorch's ops by their self CPU time in ``torch.profiler``).
@@ -210,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="wall time, or this process's CPU time (default: wall)")
     parser.add_argument("--threads", type=int, default=2,
                         help="PyTorch's intra-op threads (default: 2)")
-    parser.add_argument("--lead", type=int, default=0,
-                        help="untimed steps of the same case before each timed one (default: 0)")
+    parser.add_argument("--lead", type=int, default=3,
+                        help="untimed steps of the same case before each timed one (default: 3)")
     parser.add_argument("--by-op", type=int, default=0, metavar="N",
                         help="then print the N ops that take the most time per step")
     args = parser.parse_args(argv)
