@@ -847,20 +847,19 @@ def addmm(a: np.ndarray, b: np.ndarray, v: np.ndarray) -> np.ndarray | None:
     n = b.shape[1]
     if not a.dtype == b.dtype == v.dtype or v.shape != (n,) or 0 in (m, n, k):
         return None
+    out = np.empty((m, n), a.dtype)
     compiled = _compiled_addmm()
     fn = gemm_address(a.dtype) if compiled is not None else None
     if fn is not None and (m * n * k < PRODUCT_PARTS_MIN_MACS or _blas_on_helpers()):
         la, lb = _operand(a), _operand(b)
         if la is not None and lb is not None and v.flags.c_contiguous:
-            out = np.empty((m, n), a.dtype)
             compiled(a, b, v, out, fn, la[0], la[1], lb[0], lb[1])
             return out
-    out = np.empty((m, n), a.dtype)
     product = Gemm(a, b, out)
     if not product.blas:
         return None
-    out[...] = v  # (rows_in_parts splits a large product over the cores)
-    product(0, 0, 0, 1.0)
+    out[...] = v
+    product(0, 0, 0, 1.0)  # (a large one in row parts where there is no hand-off)
     return out
 
 
