@@ -485,6 +485,8 @@ def _norm_as_jobs(kind: str, blocks: int, rows_per_block: int, x: np.ndarray,
     that does not run: as ``parts.batch_as_jobs``, or arrays the job cannot take as they lie
     (checked here: the job reads and writes where the addresses point)."""
     n, d = x.shape
+    if n * d * _NORM_COST < NORM_JOB_MIN_MACS:  # too small: before the checks below
+        return False
     dtype = x.dtype
     sums = {"weight_grad": blocks * d, "grads": 2 * blocks * d}.get(kind)  # a block a chunk
     if dtype not in _FLOATS or n == 0 or d == 0 or not x.flags.c_contiguous \
