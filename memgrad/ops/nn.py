@@ -1402,28 +1402,30 @@ def _attention_as_jobs(qkv: np.ndarray, g: np.ndarray | None, out: np.ndarray, h
     kept: list = []
 
     def words_of(ends: list) -> np.ndarray:
-        from memgrad._kernels.handoff import W_A, W_C
+        from memgrad._kernels.handoff import W_A, W_C, addresses
 
         jobs = _attention_jobs()
-        words = np.zeros((len(ends) - 1, jobs.ATTENTION_WORDS), np.int64)
-        more = np.empty((len(words) - 1, 4, t, t), dtype)  # the other parts' scratch
-        kept.append(more)
+        k = len(ends) - 1
+        words = np.zeros((k, jobs.ATTENTION_WORDS), np.int64)
+        more = np.empty((k - 1, 4, t, t), dtype)  # the other parts' scratch
+        all_phases = np.repeat(phases[None], k, axis=0)  # part j's, with its own scratch
+        kept.append((more, all_phases))
+        # the addresses from one compiled call (ctypes.data makes an object per array)
+        first, others, phases_at = addresses(scratch, more, all_phases)
+        matrix, size = t * t * scratch.itemsize, 4 * t * t * scratch.itemsize
         for j, row in enumerate(words):
-            own, own_phases = (scratch, phases) if j == 0 else (more[j - 1], phases.copy())
-            if j:  # the same products, with this part's scratch
-                moved = own.ctypes.data - scratch.ctypes.data
-                for i, operand in _SCRATCH_OPERANDS[forward]:
-                    own_phases[i, W_A if operand == "a" else W_C] += moved
-                kept.append(own_phases)
+            own = first if j == 0 else others + (j - 1) * size
+            for i, operand in _SCRATCH_OPERANDS[forward]:
+                all_phases[j, i, W_A if operand == "a" else W_C] += own - first
             row[jobs.A_KIND] = jobs.FORWARD if forward else jobs.BACKWARD
             row[jobs.A_DOUBLE] = dtype == np.float64
             row[jobs.A_LO], row[jobs.A_HI] = ends[j], ends[j + 1]
             row[jobs.A_HEADS], row[jobs.A_T] = heads, t
             row[jobs.A_SCALE] = np.float64(scale).view(np.int64)
             row[jobs.A_CAUSAL] = causal
-            for word, m in zip((jobs.A_S, jobs.A_P, jobs.A_DW, jobs.A_DS), own):
-                row[word] = m.ctypes.data
-            row[jobs.A_PHASES] = own_phases.ctypes.data
+            for m, word in enumerate((jobs.A_S, jobs.A_P, jobs.A_DW, jobs.A_DS)):
+                row[word] = own + m * matrix
+            row[jobs.A_PHASES] = phases_at + j * all_phases[0].nbytes
         return words
 
     return parts.batch_as_jobs(pairs, macs, lambda: _attention_jobs().ATTENTION_JOB, words_of,
