@@ -609,8 +609,9 @@ def kernel_in_parts(kernel: Callable, blocks: int, rows_per_block: int, macs: in
         >>> kernel_in_parts(relu_into, 2, 1, 0, (x,), out); out.tolist()
         [0.0, 2.0]
     """
-    if macs < KERNEL_JOB_MIN_MACS and macs < PARTS_MIN_MACS:  # one call, without the parts'
-        kernel(*inputs, *params, out)  # machinery (about 1 us of a small op)
+    if macs < KERNEL_JOB_MIN_MACS and macs < PARTS_MIN_MACS:
+        # one call, without the parts' machinery (about 1 us of a small op)
+        kernel(*inputs, *params, out)
         return
     if kernel_as_jobs(kernel, blocks, rows_per_block, macs, inputs, out, params):
         return
