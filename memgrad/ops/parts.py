@@ -199,13 +199,7 @@ def _find_set_local() -> Any:
     return fn
 
 
-# the arguments of the ILP64 ``cblas_?gemm`` for the scalar type ``s`` of the dtype (enums,
-# then integers, scalars and pointers in BLAS's order)
 _I64, _PTR, _ENUM = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-
-
-def _gemm_args(s: Any) -> list:
-    return [_ENUM, _ENUM, _ENUM, _I64, _I64, _I64, s, _PTR, _I64, _PTR, _I64, s, _PTR, _I64]
 
 
 def _find_gemms() -> dict:
@@ -216,7 +210,9 @@ def _find_gemms() -> dict:
                                   (np.dtype(np.float64), "d", ctypes.c_double)):
         fn = _openblas_symbol(f"scipy_cblas_{letter}gemm64_", f"cblas_{letter}gemm64_")
         if fn is not None:
-            fn.argtypes = _gemm_args(scalar)
+            # enums, then integers, scalars and pointers in BLAS's order
+            fn.argtypes = [_ENUM, _ENUM, _ENUM, _I64, _I64, _I64, scalar, _PTR, _I64, _PTR,
+                           _I64, scalar, _PTR, _I64]
             fn.restype = None
         found[dtype] = fn
     return found
