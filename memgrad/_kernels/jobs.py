@@ -8,12 +8,12 @@ A row's words: the kernel (an index into ``KERNELS``), whether the arrays are fl
 float32), the part's rows ``[lo, hi)``, the elements in a row (1 for an element-wise
 kernel, whose rows are its elements), the addresses of the two inputs and the output (each
 C-contiguous, its row 0 at that address; a kernel of one input reads only the first), the
-scale of the attention softmax and squared error kernels (a float64, its bits), the causal
-block of the attention softmax forward (0 for none) and, last, the id of the thread that
-ran the part. The job checks nothing: its caller checks the arrays before it writes their
-addresses. Each part is one call of the kernel on its rows, so a result does not depend on
-the split where the kernel's rows (or elements) are independent, as they are for every
-kernel here.
+scale of the attention softmax and squared error kernels and SGD's learning rate (a float64,
+its bits), the causal block of the attention softmax forward (0 for none) and, last, the id
+of the thread that ran the part. The job checks nothing: its caller checks the arrays before
+it writes their addresses. Each part is one call of the kernel on its rows, so a result does
+not depend on the split where the kernel's rows (or elements) are independent, as they are
+for every kernel here.
 
 Nothing here imports memgrad. The job needs numba's compiler (with ``NUMBA_DISABLE_JIT=1``
 memgrad runs the kernels as Python parts).
@@ -35,6 +35,7 @@ from memgrad._kernels.activation import (
 )
 from memgrad._kernels.handoff import _thread_self, pointer_to
 from memgrad._kernels.loss import squared_error_grad_into
+from memgrad._kernels.optim import sgd_step_into
 from memgrad._kernels.softmax import (
     log_softmax_backward_into,
     log_softmax_forward_into,
@@ -48,14 +49,15 @@ __all__ = ["KERNELS", "JOB_WORDS", "W_KERNEL", "W_DOUBLE", "W_LO", "W_HI", "W_CO
            "W_B", "W_C", "W_SCALE", "W_CAUSAL", "W_THREAD", "KERNEL_JOB", "KERNEL_INDEX",
            "kernel_parts"]
 
-# the kernels a job runs, by index (the kernels of two inputs after those of one)
+# the kernels a job runs, by index
 KERNELS = (relu_into, gelu_into, gelu_tanh_into, exp_into, softmax_forward_into,
            log_softmax_forward_into, relu_backward_into, gelu_backward_into,
            gelu_tanh_backward_into, squared_error_grad_into, scaled_softmax_forward_into,
-           scaled_softmax_backward_into, softmax_backward_into, log_softmax_backward_into)
+           scaled_softmax_backward_into, softmax_backward_into, log_softmax_backward_into,
+           sgd_step_into)
 (_RELU, _GELU, _GELU_TANH, _EXP, _ROW_SOFTMAX, _ROW_LOG_SOFTMAX, _RELU_BACKWARD,
  _GELU_BACKWARD, _GELU_TANH_BACKWARD, _SQUARED_ERROR_GRAD, _SOFTMAX, _SOFTMAX_BACKWARD,
- _ROW_SOFTMAX_BACKWARD, _ROW_LOG_SOFTMAX_BACKWARD) = range(len(KERNELS))
+ _ROW_SOFTMAX_BACKWARD, _ROW_LOG_SOFTMAX_BACKWARD, _SGD_STEP) = range(len(KERNELS))
 KERNEL_INDEX = {kernel: i for i, kernel in enumerate(KERNELS)}
 
 # a part's words, in this order (kernel_parts writes its rows so)
@@ -72,6 +74,17 @@ _f64_at = pointer_to(types.float64)
 def _run(kernel, rows, cols, a, b, c, scale, causal):
     """Kernel ``kernel`` on flat arrays a, b (inputs) and c (output) of ``rows`` rows of
     ``cols`` elements."""
+    if (kernel == _SOFTMAX or kernel == _SOFTMAX_BACKWARD or kernel == _ROW_SOFTMAX
+            or kernel == _ROW_LOG_SOFTMAX or kernel == _ROW_SOFTMAX_BACKWARD
+            or kernel == _ROW_LOG_SOFTMAX_BACKWARD):
+        _run_rows(kernel, a.reshape((rows, cols)), b.reshape((rows, cols)),
+                  c.reshape((rows, cols)), scale, causal)
+    else:
+        _run_elementwise(kernel, a, b, c, scale)
+
+
+@njit(nogil=True, cache=True)
+def _run_elementwise(kernel, a, b, c, scale):
     if kernel == _RELU:
         relu_into(a, c)
     elif kernel == _GELU:
@@ -88,22 +101,24 @@ def _run(kernel, rows, cols, a, b, c, scale, causal):
         gelu_tanh_backward_into(a, b, c)
     elif kernel == _SQUARED_ERROR_GRAD:
         squared_error_grad_into(a, b, scale, c)
-    elif kernel == _SOFTMAX:
-        scaled_softmax_forward_into(a.reshape((rows, cols)), scale, causal,
-                                    c.reshape((rows, cols)))
+    elif kernel == _SGD_STEP:
+        sgd_step_into(a, scale, c)
+
+
+@njit(nogil=True, cache=True)
+def _run_rows(kernel, a, b, c, scale, causal):
+    if kernel == _SOFTMAX:
+        scaled_softmax_forward_into(a, scale, causal, c)
     elif kernel == _SOFTMAX_BACKWARD:
-        scaled_softmax_backward_into(a.reshape((rows, cols)), b.reshape((rows, cols)), scale,
-                                     c.reshape((rows, cols)))
+        scaled_softmax_backward_into(a, b, scale, c)
     elif kernel == _ROW_SOFTMAX:
-        softmax_forward_into(a.reshape((rows, cols)), c.reshape((rows, cols)))
+        softmax_forward_into(a, c)
     elif kernel == _ROW_LOG_SOFTMAX:
-        log_softmax_forward_into(a.reshape((rows, cols)), c.reshape((rows, cols)))
+        log_softmax_forward_into(a, c)
     elif kernel == _ROW_SOFTMAX_BACKWARD:
-        softmax_backward_into(a.reshape((rows, cols)), b.reshape((rows, cols)),
-                              c.reshape((rows, cols)))
+        softmax_backward_into(a, b, c)
     elif kernel == _ROW_LOG_SOFTMAX_BACKWARD:
-        log_softmax_backward_into(a.reshape((rows, cols)), b.reshape((rows, cols)),
-                                  c.reshape((rows, cols)))
+        log_softmax_backward_into(a, b, c)
 
 
 @cfunc(types.void(types.int32, types.voidptr, types.int32), cache=True)

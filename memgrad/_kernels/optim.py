@@ -9,15 +9,19 @@ are given in that dtype (a float32 step takes ``np.float32`` scalars). ``decay_m
 is ``p * decay + g``, Adam). With ``amsgrad`` the running maximum ``vmax`` of ``v`` is
 updated and used in place of ``v``.
 
-``sgd_step`` is SGD's ``p = p - g * lr`` in one pass (``optim/sgd.py``): the multiply and the
-subtraction of ``sgd_step_reference``, each rounded once, so equal bit for bit; flat arrays
-of one dtype, ``lr`` a scalar of it.
+``sgd_step_into`` is SGD's ``p = p - g * lr`` in place, in one pass (``optim/sgd.py``): the
+multiply and the subtraction of ``sgd_step_reference``, each rounded once, so equal bit for
+bit; flat arrays of one dtype, ``lr`` rounded to it first, as NumPy rounds a Python float
+for a float32 array. It takes ``p`` last, as the kernels that write into their last
+argument (and run as jobs of ``jobs.py``), and reads it there: with ``p`` also an input, the
+loop would have to tell whether an input and the output overlap, and LLVM's vectorized loop
+declines arrays that are the same.
 """
 
 import numpy as np
 from numba import njit
 
-__all__ = ["adam_update", "adam_update_reference", "sgd_step", "sgd_step_reference"]
+__all__ = ["adam_update", "adam_update_reference", "sgd_step_into", "sgd_step_reference"]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -89,21 +93,23 @@ def adam_update_reference(p, g, m, v, vmax, decay_mode, decay, beta1, one_minus_
 
 
 @njit(cache=True, nogil=True)
-def sgd_step(p, g, lr):
-    """``p = p - g * lr`` in place, element by element, over flat ``p`` and ``g`` of one
-    length (checked first: ValueError). Returns ``p``.
+def sgd_step_into(g, lr, p):
+    """``p = p - g * lr`` in place, element by element, over flat ``g`` and ``p`` of one
+    length (checked first: ValueError).
 
     Example:
-        >>> sgd_step(np.array([1.0, 2.0]), np.array([10.0, -10.0]), 0.5)
+        >>> p = np.array([1.0, 2.0])
+        >>> sgd_step_into(np.array([10.0, -10.0]), 0.5, p); p
         array([-4.,  7.])
     """
     if p.shape[0] != g.shape[0]:
-        raise ValueError("sgd_step: p and g must have one length")
+        raise ValueError("sgd_step_into: g and p must have one length")
+    step = p.dtype.type(lr)
     for i in range(p.shape[0]):
-        p[i] = p[i] - g[i] * lr
-    return p
+        p[i] = p[i] - g[i] * step
 
 
 def sgd_step_reference(p, g, lr):
-    """NumPy formulation of ``sgd_step`` (two ufuncs); returns ``p``."""
-    return np.subtract(p, np.multiply(g, lr), out=p)
+    """NumPy formulation of ``sgd_step_into`` (two ufuncs, ``lr`` rounded to ``p``'s dtype);
+    returns ``p - g * lr``."""
+    return np.subtract(p, np.multiply(g, p.dtype.type(lr)))

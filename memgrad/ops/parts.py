@@ -101,7 +101,7 @@ kept, and the addresses come from one compiled call (``handoff.addresses``; NumP
 NOTE [ Kernels as jobs ]
 The element-wise and row kernels of an op in parts (relu, GELU, float32 exp and their
 backward kernels, attention's softmax forward and backward, the row softmax and log_softmax
-forward and backward: NOTE [ Row parts ] in ops/nn.py)
+forward and backward: NOTE [ Row parts ] in ops/nn.py; SGD's step in optim/sgd.py)
 run the same way where the hand-off is set up: ``kernel_as_jobs`` checks the arrays (one
 float dtype, C-contiguous, of the op's size, the output apart from the inputs or one of
 them itself), writes one row of words per part (the kernel, the part's rows, the arrays'

@@ -13,7 +13,8 @@ from memgrad.optim.optimizer import Optimizer
 
 __all__ = ["SGD"]
 
-# an element of the step in multiply-adds, for in_parts (memory-bound, as relu's backward)
+# an element of the step in multiply-adds, for kernel_in_parts (memory-bound, as relu's
+# backward)
 _STEP_COST = 40
 
 
@@ -104,24 +105,19 @@ class SGD(Optimizer):
 
 
 def _kernel_layout(p: np.ndarray, g: np.ndarray) -> bool:
-    """Whether ``sgd_step`` takes ``p`` and ``g`` as they lie: contiguous, of one float
+    """Whether ``sgd_step_into`` takes ``p`` and ``g`` as they lie: contiguous, of one float
     dtype."""
     return (p.dtype in (np.float32, np.float64) and g.dtype == p.dtype
             and p.flags.c_contiguous and g.flags.c_contiguous)
 
 
 def _descend(p: np.ndarray, g: np.ndarray, lr: float) -> None:
-    """``p = p - g * lr`` in one pass (``sgd_step``; the NumPy path's two ufuncs, the same
-    bits), in parts of the elements on every BLAS thread (NOTE [ Batch parts ] in
-    memgrad/ops/parts.py): the step is memory-bound, and one thread does not saturate the
-    memory. Each element is computed as by one call, so the result does not depend on the
-    split."""
-    from memgrad._kernels.optim import sgd_step
+    """``p = p - g * lr`` in one pass (``sgd_step_into``; the NumPy path's two ufuncs, the
+    same bits), in parts of the elements on every BLAS thread, as jobs of the hand-off where
+    it runs them (NOTE [ Kernels as jobs ] in memgrad/ops/parts.py): the step is
+    memory-bound, and one thread does not saturate the memory. Each element is computed as
+    by one call, so the result does not depend on the split."""
+    from memgrad._kernels.optim import sgd_step_into
 
-    flat_p, flat_g = p.reshape(-1), g.reshape(-1)
-    step = p.dtype.type(lr)  # NumPy's float32 arithmetic with a Python float
-
-    def work(lo: int, hi: int) -> None:
-        sgd_step(flat_p[lo:hi], flat_g[lo:hi], step)
-
-    parts.in_parts(p.size, p.size * _STEP_COST, work)
+    parts.kernel_in_parts(sgd_step_into, p.size, 1, p.size * _STEP_COST, (g.reshape(-1),),
+                          p.reshape(-1), lr)

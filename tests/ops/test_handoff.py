@@ -461,7 +461,7 @@ def test_large_products_run_whole_on_openblas_jobs_through_the_helpers(blas_thre
 def _kernel_case(kernel, dtype):
     """(inputs, keyword parameters, the one-call result) of a kernel of ``jobs.KERNELS`` on
     12 causal matrices of 8 x 8 (rows of 8 for the row kernels, 768 elements for the others)."""
-    from memgrad._kernels import activation, loss, softmax
+    from memgrad._kernels import activation, loss, optim, softmax
 
     rng = np.random.default_rng(7)
     x = (3 * rng.standard_normal((96, 8))).astype(dtype)
@@ -484,6 +484,9 @@ def _kernel_case(kernel, dtype):
     if kernel is loss.squared_error_grad_into:
         inputs = (x.reshape(-1), g.reshape(-1))
         return inputs, {"scale": 0.75}, loss.squared_error_grad_reference(*inputs, 0.75)
+    if kernel is optim.sgd_step_into:  # in place: the output starts as x
+        return (g.reshape(-1),), {"scale": 0.37, "out": x.reshape(-1)}, \
+            optim.sgd_step_reference(x.reshape(-1), g.reshape(-1), 0.37)
     one = {activation.relu_into: activation.relu, activation.gelu_into: activation.gelu,
            activation.gelu_tanh_into: activation.gelu_tanh, activation.exp_into: activation.exp,
            activation.relu_backward_into: activation.relu_backward,
@@ -506,7 +509,7 @@ def _check_kernel_job(blas_threads, index, dtype):
     cols = inputs[0].shape[1] if inputs[0].ndim == 2 else 1
     block = params.get("causal", 0) or 1
     for k in (1, 2, 3):  # three parts: one more than there are helpers and callers
-        out = np.full_like(want, 7)
+        out = params["out"].copy() if "out" in params else np.full_like(want, 7)
         ends = [rows // block * i // k * block for i in range(k + 1)]
         words = jobs.kernel_parts(index, int(dtype == np.float64), cols, inputs[0].ctypes.data,
                                   inputs[-1].ctypes.data, out.ctypes.data,
@@ -535,6 +538,32 @@ def test_a_gelu_of_the_jobs_threshold_runs_as_jobs_and_a_smaller_one_whole(blas_
         x = rng.standard_normal((8, n // 8)).astype(np.float32)
         got = nn_ops._gelu.forward(x, approximate=approximate)
         np.testing.assert_array_equal(got, one(x.reshape(-1)).reshape(x.shape))
+        assert ran == jobs_run
+        ran.clear()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_an_sgd_step_of_the_jobs_threshold_runs_as_jobs_and_a_smaller_one_whole(blas_threads,
+                                                                               monkeypatch,
+                                                                               dtype):
+    # 104,858 elements at 40 multiply-adds each reach KERNEL_JOB_MIN_MACS; the step in place
+    # in two parts gives NumPy's two ufuncs' bits
+    import memgrad as mg
+    from memgrad import optim
+    from memgrad.optim import sgd
+
+    assert -(-parts_mod.KERNEL_JOB_MIN_MACS // sgd._STEP_COST) == 104858
+    ran = []
+    real = parts_mod._run_jobs
+    monkeypatch.setattr(parts_mod, "_run_jobs", lambda *args: ran.append(args[1]) or real(*args))
+    rng = np.random.default_rng(10)
+    for n, jobs_run in ((104858, [2]), (104857, [])):
+        p0, g = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+        w = mg.tensor(p0.copy(), requires_grad=True)
+        w.grad = mg.tensor(g)
+        optim.SGD([w], lr=0.37).step()
+        np.testing.assert_array_equal(w.numpy(), np.subtract(p0, np.multiply(g, 0.37,
+                                                                              dtype=dtype)))
         assert ran == jobs_run
         ran.clear()
 
