@@ -292,6 +292,13 @@ def relu_into(x, out):
     A select that LLVM vectorizes: NumPy's ``maximum`` with a scalar operand runs one
     element at a time on AVX2 machines (NOTE [ relu's forward kernel ] in ops/elementwise.py)."""
     _check_out(x, out)
+    if out.ctypes.data == x.ctypes.data:
+        # in place (relu_), a loop over the one array: LLVM vectorizes the other loop behind
+        # a check that out and x do not overlap, and runs it element by element when they do
+        for i in range(x.shape[0]):
+            v = x[i]
+            x[i] = 0.0 if v <= 0.0 else v
+        return
     for i in range(x.shape[0]):
         v = x[i]
         out[i] = 0.0 if v <= 0.0 else v

@@ -130,15 +130,21 @@ def _kernel_job(index, data, arg):
     n = (hi - lo) * cols
     if n <= 0:
         return
+    # an element-wise kernel in place gets one array as input and output: LLVM then knows
+    # they are the same and vectorizes the loop, where two views of one address fail the
+    # check that they do not overlap and run element by element
+    in_place = w[W_C] == w[W_A]
     if w[W_DOUBLE]:
         skip = lo * cols * 8
-        _run(w[W_KERNEL], hi - lo, cols, carray(_f64_at(w[W_A] + skip), n),
-             carray(_f64_at(w[W_B] + skip), n), carray(_f64_at(w[W_C] + skip), n), scale,
+        a = carray(_f64_at(w[W_A] + skip), n)
+        c = a if in_place else carray(_f64_at(w[W_C] + skip), n)
+        _run(w[W_KERNEL], hi - lo, cols, a, carray(_f64_at(w[W_B] + skip), n), c, scale,
              w[W_CAUSAL])
     else:
         skip = lo * cols * 4
-        _run(w[W_KERNEL], hi - lo, cols, carray(_f32_at(w[W_A] + skip), n),
-             carray(_f32_at(w[W_B] + skip), n), carray(_f32_at(w[W_C] + skip), n), scale,
+        a = carray(_f32_at(w[W_A] + skip), n)
+        c = a if in_place else carray(_f32_at(w[W_C] + skip), n)
+        _run(w[W_KERNEL], hi - lo, cols, a, carray(_f32_at(w[W_B] + skip), n), c, scale,
              w[W_CAUSAL])
 
 

@@ -141,6 +141,9 @@ def test_relu_keeps_nan_and_clears_the_sign_of_zero():
         want = A.relu_reference(x)
         np.testing.assert_array_equal(out, want)
         np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+        A.relu_into(x, x)  # in place: its own loop
+        np.testing.assert_array_equal(x, want)
+        np.testing.assert_array_equal(np.signbit(x), np.signbit(want))
     with pytest.raises(ValueError, match="out must have the input's shape"):
         A.relu_into(x, out[:3])
 
