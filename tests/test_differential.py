@@ -96,7 +96,9 @@ def _small_causal_blocks_and_kernels():
     programs' small images take both that and the per-sample paths. A linear layer with a
     bias fills its output with the bias and has BLAS add the product, in one compiled call or
     through NumPy and ``parts.Gemm`` (NOTE [ A linear layer's bias first ]): here the two
-    ways call by call in turn, so that the programs take both; a product added into a
+    ways call by call in turn, so that the programs take both; the compiled way runs in parts
+    of the rows as jobs from 2^23 multiply-adds (NOTE [ A linear layer's bias in parts of its
+    rows ]): here on every size; a product added into a
     weight's ``.grad`` goes to ``Gemm`` from ``GEMM_MIN_MACS`` multiply-adds: here on every
     size. The row softmax and log_softmax run in parts of their rows from 2^18 elements: here
     on every size. Self-attention runs as one job per
@@ -123,6 +125,7 @@ def _small_causal_blocks_and_kernels():
         patch.setattr(conv_ops, "_BATCHED_MAX_POSITIONS", 4)
         patch.setattr(nn_ops, "GEMM_MIN_MACS", 0)
         patch.setattr(parts, "addmm", _addmm_both_ways(parts.addmm))
+        patch.setattr(parts, "ADDMM_JOB_MIN_MACS", 0)
         patch.setattr(reduce_ops, "SOFTMAX_COST", parts.PARTS_MIN_MACS)
         patch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 48)
         patch.setattr(nn_ops, "NORM_JOB_MIN_MACS", 256)

@@ -18,7 +18,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["addmm_into"]
+__all__ = ["addmm_into", "fill_rows"]
 
 
 def _extern(builder, name, ret, arg_types, var_arg=False):
@@ -65,8 +65,23 @@ def addmm_into(x, w, bias, out, fn, ta, lda, tb, ldb):
     n = w.shape[1]
     if w.shape[0] != k or bias.shape[0] != n or out.shape[0] != m or out.shape[1] != n:
         raise ValueError("addmm_into: expected x (M, K), w (K, N), bias (N,) and out (M, N)")
-    for i in range(m):
-        for j in range(n):
-            out[i, j] = bias[j]
+    fill_rows(bias, out)
     _gemm(fn, out.itemsize == 8, ta, tb, m, n, k, x.ctypes.data, lda, w.ctypes.data, ldb, 1.0,
           out.ctypes.data, n)
+
+
+@njit(nogil=True, cache=True)
+def fill_rows(v, out):
+    """``out[i, :] = v`` for every row of ``out`` (M, N), ``v`` (N,) (checked first:
+    ValueError).
+
+    Example:
+        >>> out = np.empty((2, 3))
+        >>> fill_rows(np.array([1.0, 2.0, 3.0]), out); out.tolist()
+        [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
+    """
+    if v.shape[0] != out.shape[1]:
+        raise ValueError("fill_rows: v must have out's row length")
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = v[j]

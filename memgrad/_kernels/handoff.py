@@ -14,7 +14,9 @@ run at once.
 ``PRODUCTS_JOB`` is a job of that kind for memgrad's own use: a batch of matrix products, one
 ``cblas_?gemm`` call per matrix (or per block of rows of a causal product), described by one
 row of ``PRODUCT_WORDS`` int64 words per part; run through ``blas_callback``, its parts reach the
-helpers without the GIL.
+helpers without the GIL. ``ADDMM_JOB`` is another: a linear layer's ``bias + x @ w`` in parts
+of the output's rows, each part the bias written into its rows and one ``cblas_?gemm`` that
+adds its rows' product (a row of ``ADDMM_WORDS`` words per part).
 
 Nothing here imports memgrad. The functions need numba's compiler (they are infrastructure,
 not kernels: with ``NUMBA_DISABLE_JIT=1`` memgrad does not use them).
@@ -29,12 +31,12 @@ from numba import carray, cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from memgrad._kernels.blas import _extern, _gemm
+from memgrad._kernels.blas import _extern, _gemm, fill_rows
 
 __all__ = ["NONE", "IDLE", "SLEEP", "CLAIMED", "JOB", "DONE", "PART", "STOP", "SLOTS",
            "supported", "serve", "post", "stop", "blas_callback", "FORMS", "PRODUCT_WORDS",
            "W_THREAD", "PRODUCTS_JOB", "W_A", "W_B", "W_C", "addresses", "product_row",
-           "product_parts", "pointer_to"]
+           "product_parts", "pointer_to", "ADDMM_WORDS", "A_THREAD", "ADDMM_JOB", "addmm_parts"]
 
 NONE, IDLE, SLEEP, CLAIMED, JOB, DONE, PART, STOP = range(8)
 SLOTS = 64  # helper slots: a slot is not reused, so that a stopped helper still finishing a
@@ -372,6 +374,63 @@ def product_parts(row, parts, batch):
         r[W_LO], r[W_HI] = batch * j // parts, batch * (j + 1) // parts
         rows.append(r)
     return np.array(rows, np.int64)
+
+
+# The words of one part of ADDMM_JOB (int64): the cblas_?gemm (ILP64) to call and whether it
+# is dgemm; the BLAS transpose flag and leading dimension of x and of w (row-major operands);
+# the part's rows [lo, hi) of the output, the output's columns and the inner dimension; the
+# addresses of x, w, the bias and the output (C-contiguous); last, the id of the thread
+# that ran the part.
+(A_GEMM, A_DOUBLE, A_TA, A_LDA, A_TB, A_LDB, A_LO, A_HI, A_N, A_K, A_X, A_W, A_V, A_OUT,
+ A_THREAD) = range(15)
+ADDMM_WORDS = 15
+_f32_at = pointer_to(types.float32)
+_f64_at = pointer_to(types.float64)
+
+
+@cfunc(types.void(types.int32, types.voidptr, types.int32), cache=True)
+def _addmm_job(index, data, arg):
+    w = carray(data, ADDMM_WORDS, np.int64)
+    w[A_THREAD] = _thread_self()
+    lo, hi, n, ta, lda = w[A_LO], w[A_HI], w[A_N], w[A_TA], w[A_LDA]
+    if hi <= lo:
+        return
+    double = w[A_DOUBLE]
+    item = 8 if double else 4
+    out = w[A_OUT] + lo * n * item
+    if double:
+        fill_rows(carray(_f64_at(w[A_V]), n), carray(_f64_at(out), (hi - lo, n)))
+    else:
+        fill_rows(carray(_f32_at(w[A_V]), n), carray(_f32_at(out), (hi - lo, n)))
+    x = w[A_X] + lo * (lda if ta == _NO_TRANS else 1) * item  # row lo of x
+    _gemm(w[A_GEMM], double, ta, w[A_TB], hi - lo, n, w[A_K], x, lda, w[A_W], w[A_LDB], 1.0,
+          out, n)
+
+
+ADDMM_JOB = _addmm_job.address
+
+
+@njit(nogil=True, cache=True)
+def addmm_parts(x, wt, v, out, gemm, ta, lda, tb, ldb, ends):
+    """The rows of ``ADDMM_JOB``'s words for ``out = v + x @ wt`` (x (M, K), wt (K, N), v
+    (N,), out (M, N) C-contiguous, of one float dtype; their shapes checked first:
+    ValueError), one part per pair of consecutive row bounds in ``ends``; ``gemm`` is the
+    ILP64 ``cblas_?gemm`` of their dtype, ``ta``, ``lda``, ``tb``, ``ldb`` the BLAS transpose
+    flags and leading dimensions of x and wt (the caller checks that BLAS can take them)."""
+    m, k = x.shape
+    n = wt.shape[1]
+    if wt.shape[0] != k or v.shape[0] != n or out.shape[0] != m or out.shape[1] != n:
+        raise ValueError("addmm_parts: expected x (M, K), wt (K, N), v (N,) and out (M, N)")
+    words = np.zeros((ends.shape[0] - 1, ADDMM_WORDS), np.int64)
+    for j in range(ends.shape[0] - 1):
+        if not 0 <= ends[j] <= ends[j + 1] <= m:
+            raise ValueError("addmm_parts: the row bounds must rise within the output's rows")
+        words[j, A_GEMM], words[j, A_DOUBLE] = gemm, out.itemsize == 8
+        words[j, A_TA], words[j, A_LDA], words[j, A_TB], words[j, A_LDB] = ta, lda, tb, ldb
+        words[j, A_LO], words[j, A_HI], words[j, A_N], words[j, A_K] = ends[j], ends[j + 1], n, k
+        words[j, A_X], words[j, A_W] = x.ctypes.data, wt.ctypes.data
+        words[j, A_V], words[j, A_OUT] = v.ctypes.data, out.ctypes.data
+    return words
 
 
 @cfunc(types.voidptr(types.voidptr), cache=True)

@@ -124,9 +124,11 @@ GEMM_MIN_MACS = parts.PARTS_MIN_MACS
 # add cost 10-30 us of a 25-90 us layer. Each element is the product's sum and the bias
 # with one rounding either way; where OpenBLAS adds a long inner dimension into the output
 # block by block (inner dimensions above 256), the bias comes first rather than last and
-# the last bit may differ. Without numba's compiler, for large products before the hand-off
-# is set up (NOTE [ Products in parts of their rows ] in ops/parts.py) and for operands BLAS
-# cannot take, ``parts.addmm`` fills the output with NumPy and calls ``Gemm``, or declines.
+# the last bit may differ. Large products of more rows than columns run in parts of their
+# rows as jobs (NOTE [ A linear layer's bias in parts of its rows ] in ops/parts.py).
+# Without numba's compiler, for large products before the hand-off is set up (NOTE
+# [ Products in parts of their rows ] in ops/parts.py) and for operands BLAS cannot take,
+# ``parts.addmm`` fills the output with NumPy and calls ``Gemm``, or declines.
 
 
 @primitive("linear", saves={"x": (1,), "weight": (0,)}, kind="matmul", accumulates=(1,),

@@ -120,6 +120,23 @@ array took 42 us a call in all before, 13.5 after. So kernels run as jobs from
 smallest sizes (65,536 elements) a float32 GELU took 73 against 105 us, its backward 89
 against 143 (Intel model 167).
 
+NOTE [ A linear layer's bias in parts of its rows ]
+``addmm`` (NOTE [ A linear layer's bias first ] in ops/nn.py) writes the bias into the
+output, then has OpenBLAS add the product on its threads. OpenBLAS splits a product of
+more rows than columns by rows, one part a core, and the bias went in on the calling thread
+alone, into rows that the other core then reads and adds to. From ``ADDMM_JOB_MIN_MACS``
+multiply-adds, for outputs of at least as many rows as columns, ``addmm`` runs as
+``ADDMM_JOB`` on the hand-off instead: one part of the rows a thread, each writing the bias
+into its rows and adding its rows' product with one single-threaded ``cblas_?gemm``. Each
+element is then what one BLAS thread computes, whatever the split: OpenBLAS's own threads
+give the same values where they block the inner dimension as one thread does (inner
+dimensions of 64, 256, 1,024 or 4,096 in the tests and measurements), and may differ in
+the last bit where they do not (2,000). (A product of fewer rows than columns, as W1's,
+OpenBLAS splits by columns; there rows in parts made the product slower.)
+At ``memgrad train``'s sizes (1,024 rows, 64 inputs, 192 and 256 outputs) a float32 layer
+took 120 against 142 and 158 against 191 us, at W2's (2,048 rows) 3-8% less (Intel model
+167, medians of 200 calls).
+
 NOTE [ Accumulating GEMM ]
 ``Gemm(a, b, c)`` computes ``c = a @ b + beta * c`` for 2-D float32 or float64 views whose
 rows or columns are unit-strided, through NumPy's own OpenBLAS's ``cblas_?gemm`` (ILP64, as
@@ -169,6 +186,9 @@ JOB_PARTS_MIN_MACS = 1 << 20
 # helpers (NOTE [ Kernels as jobs ]): half of PARTS_MIN_MACS, since a job's hand-off costs
 # a few microseconds where a Python part's cost tens
 KERNEL_JOB_MIN_MACS = 1 << 22
+# multiply-adds from which addmm runs as jobs, for outputs of at least as many rows as
+# columns (NOTE [ A linear layer's bias in parts of its rows ])
+ADDMM_JOB_MIN_MACS = 1 << 23
 # rounds of the CPU's pause instruction a hand-off helper waits for work before it sleeps
 # (NOTE [ One set of threads ]): some 2 ms on a CPU whose pause takes 30 ns
 SPIN_ROUNDS = 1 << 16
@@ -853,7 +873,9 @@ def addmm(a: np.ndarray, b: np.ndarray, v: np.ndarray) -> np.ndarray | None:
     if fn is not None and (m * n * k < PRODUCT_PARTS_MIN_MACS or _blas_on_helpers()):
         la, lb = _operand(a), _operand(b)
         if la is not None and lb is not None and v.flags.c_contiguous:
-            compiled(a, b, v, out, fn, la[0], la[1], lb[0], lb[1])
+            if m < n or m * n * k < ADDMM_JOB_MIN_MACS \
+                    or not _addmm_as_jobs(a, b, v, out, fn, la, lb):
+                compiled(a, b, v, out, fn, la[0], la[1], lb[0], lb[1])
             return out
     product = Gemm(a, b, out)
     if not product.blas:
@@ -861,6 +883,23 @@ def addmm(a: np.ndarray, b: np.ndarray, v: np.ndarray) -> np.ndarray | None:
     out[...] = v
     product(0, 0, 0, 1.0)  # (a large one in row parts where there is no hand-off)
     return out
+
+
+def _addmm_as_jobs(a: np.ndarray, b: np.ndarray, v: np.ndarray, out: np.ndarray, fn: int,
+                   la: tuple[int, int], lb: tuple[int, int]) -> bool:
+    """``addmm``'s ``out = v + a @ b`` as ``ADDMM_JOB`` on the hand-off (NOTE [ A linear
+    layer's bias in parts of its rows ]); False, with ``out`` untouched, where that does not
+    run: one BLAS thread, no hand-off, inside a part."""
+    if _inside.active or Parts.handoff is None:
+        return False
+    set_local = _set_local()
+    if set_local is None:
+        return False
+    kernels = _kernels()
+    return _split_as_jobs(set_local, a.shape[0], lambda: kernels.ADDMM_JOB,
+                          lambda ends: kernels.addmm_parts(a, b, v, out, fn, la[0], la[1],
+                                                           lb[0], lb[1],
+                                                           np.array(ends, np.int64)))
 
 
 def _compiled_addmm() -> Callable | None:

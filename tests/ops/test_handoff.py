@@ -455,6 +455,71 @@ def test_large_products_run_whole_on_openblas_jobs_through_the_helpers(blas_thre
     assert blas_threads.helpers[0] >= 1  # OpenBLAS's jobs had the helpers to go to
 
 
+# ------------------------------------------------------------------------------- addmm as jobs
+
+
+def _addmm_case(dtype, layout, rows, cols, rng):
+    """(x, wt, v) of ``parts.addmm`` with 64 inputs in one of the layouts BLAS takes as they
+    lie."""
+    x = rng.standard_normal((rows, 64)).astype(dtype)
+    w = rng.standard_normal((cols, 64)).astype(dtype)
+    v = rng.standard_normal(cols).astype(dtype)
+    if layout == "w.T":  # a linear layer's weight, transposed
+        return x, w.T, v
+    if layout == "C":
+        return x, np.ascontiguousarray(w.T), v
+    if layout == "x.T":
+        return np.ascontiguousarray(x.T).T, w.T, v
+    wide = np.zeros((rows, 80), dtype)  # rows 80 apart: a leading dimension of 80
+    wide[:, :64] = x
+    return wide[:, :64], w.T, v
+
+
+@pytest.mark.parametrize("layout", ["w.T", "C", "x.T", "strided rows"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_addmm_as_jobs_equals_one_compiled_call(blas_threads, monkeypatch, dtype, layout):
+    # from ADDMM_JOB_MIN_MACS (2^23: 512 x 64 x 256) parts of the rows on both threads, each
+    # the bias and one single-threaded gemm, give the whole call's values bit for bit; an
+    # output of fewer rows than columns, or a product below the threshold, is one call
+    from memgrad._kernels import handoff as kernels
+
+    assert parts_mod.ADDMM_JOB_MIN_MACS == 512 * 64 * 256
+    rng = np.random.default_rng(12)
+    words = []
+    real = parts_mod._run_jobs
+    monkeypatch.setattr(parts_mod, "_run_jobs", lambda threads, k, job, words_of: real(
+        threads, k, job, lambda: words.append(words_of()) or words[-1]))
+    for rows, cols, jobs_run in ((512, 256, 1), (520, 520, 1), (256, 512, 0), (511, 256, 0)):
+        x, wt, v = _addmm_case(dtype, layout, rows, cols, rng)
+        got = parts_mod.addmm(x, wt, v)
+        assert len(words) == jobs_run
+        if jobs_run:
+            threads = words.pop()[:, kernels.A_THREAD]
+            assert len(threads) == 2 and len(set(threads.tolist())) == 2 and 0 not in threads
+        with monkeypatch.context() as patch:
+            patch.setattr(parts_mod, "ADDMM_JOB_MIN_MACS", 1 << 62)
+            want = parts_mod.addmm(x, wt, v)
+        assert not words
+        np.testing.assert_array_equal(got, want)
+        tol = 1e-4 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, x.astype(np.float64) @ wt.astype(np.float64) + v,
+                                   rtol=tol, atol=tol)
+
+
+def test_addmm_parts_checks_shapes_and_row_bounds():
+    from memgrad._kernels import handoff as kernels
+
+    x, wt, v = (np.ones(s, np.float32) for s in ((6, 3), (3, 4), (4,)))
+    out = np.empty((6, 4), np.float32)
+    fn = parts_mod.gemm_address(x.dtype)
+    words = kernels.addmm_parts(x, wt, v, out, fn, 111, 3, 111, 4, np.array([0, 3, 6]))
+    assert words[:, kernels.A_THREAD].tolist() == [0, 0] and words.shape[0] == 2
+    for args, ends in (((x, wt, v[:3], out), [0, 6]), ((x, wt, v, out[:5]), [0, 6]),
+                       ((x, wt, v, out), [0, 7]), ((x, wt, v, out), [4, 2, 6])):
+        with pytest.raises(ValueError, match="addmm_parts: "):
+            kernels.addmm_parts(*args, fn, 111, 3, 111, 4, np.array(ends))
+
+
 # ---------------------------------------------------------------------------- kernels as jobs
 
 

@@ -564,6 +564,17 @@ def test_addmm_into_checks_its_shapes():
             addmm_into(a, b, vec, out, fn, 111, 3, 111, 5)
 
 
+def test_fill_rows_writes_the_vector_into_every_row_and_checks_its_length():
+    from memgrad._kernels.blas import fill_rows
+
+    v = np.arange(5.0, dtype=np.float32)
+    out = np.full((3, 5), 7.0, np.float32)
+    fill_rows(v, out)
+    np.testing.assert_array_equal(out, np.broadcast_to(v, (3, 5)))
+    with pytest.raises(ValueError, match="fill_rows: "):
+        fill_rows(v[:4], out)
+
+
 def test_linear_in_parts_with_numpys_openblas():
     # the real per-thread count (when NumPy's OpenBLAS has it), products large enough to
     # split: values and gradients as NumPy's, and the calling thread's count restored
