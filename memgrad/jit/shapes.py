@@ -328,8 +328,8 @@ def _linear(args: list, params: dict, max_elements: int) -> tuple:
     if x.ndim == 0 or weight.shape[1] != x.shape[-1]:
         raise ValueError(f"x of shape {x.shape} does not fit a weight of shape {weight.shape}")
     rows = (math.prod(x.shape[:-1]), weight.shape[0])
-    bias = args[2]
-    if isinstance(bias, Meta):
+    bias = _optional(args, 2, "bias")
+    if bias is not None:
         try:
             fits = np.broadcast_shapes(bias.shape, rows) == rows
         except ValueError:
@@ -337,7 +337,9 @@ def _linear(args: list, params: dict, max_elements: int) -> tuple:
         if not fits:
             raise ValueError(f"a bias of shape {bias.shape} does not fit {weight.shape[0]} outputs")
     shape = x.shape[:-1] + weight.shape[:1]
-    return shape, _tiny(REGISTRY["linear"].forward, [x, Meta(((1, 1), weight.dtype)), bias])
+    # the product's and the bias's dtypes promoted, as NumPy's matmul and add promote them
+    # (linear's forward calls a compiled kernel, so it does not run here)
+    return shape, np.result_type(x.dtype, weight.dtype, *([] if bias is None else [bias.dtype]))
 
 
 def _linear_input_grad(args: list, params: dict, max_elements: int) -> tuple:

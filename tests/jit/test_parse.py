@@ -30,10 +30,14 @@ ERROR = re.compile(r"^memgrad\.jit\.parse: line (\d+), column (\d+): ")
 
 @contextlib.contextmanager
 def no_kernels():
-    """Every numba kernel of memgrad._kernels replaced by a function that fails. Every
-    module is imported before any kernel is replaced: a module whose import compiles code
-    that calls kernels (the jobs of memgrad/_kernels/jobs.py) must see the real ones."""
-    saved = []
+    """Every numba kernel of memgrad._kernels replaced by a function that fails, and the
+    kernel ``parts.addmm`` keeps looked up again. Every module is imported before any kernel
+    is replaced: a module whose import compiles code that calls kernels (the jobs of
+    memgrad/_kernels/jobs.py) must see the real ones."""
+    from memgrad.ops import parts
+
+    saved = [(parts.Parts, "addmm", parts.Parts.addmm)]
+    parts.Parts.addmm = False  # looked up again, from the replaced kernels
     modules = [importlib.import_module(f"memgrad._kernels.{info.name}")
                for info in pkgutil.iter_modules(memgrad._kernels.__path__)]
     try:
