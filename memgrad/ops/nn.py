@@ -271,6 +271,11 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"{weight.shape}: the last dimension of input must be in_features = "
             f"{weight.shape[1]} (weight is (out_features, in_features))"
         )
+    if bias is not None and not isinstance(bias, Tensor):
+        raise TypeError(
+            f"linear: bias must be a Tensor of shape ({weight.shape[0]},) (out_features) or "
+            f"None, got {type(bias).__name__}; make one with mg.full(({weight.shape[0]},), value)"
+        )
     if bias is not None and bias.shape != (weight.shape[0],):
         raise ShapeError(
             f"linear: bias must have shape ({weight.shape[0]},) (out_features), got "

@@ -100,6 +100,9 @@ def test_linear_errors_name_both_shapes():
         F.linear(T(rand(2, 4)), T(rand(3, 5)))
     with pytest.raises(ShapeError, match="bias"):
         F.linear(T(rand(2, 4)), T(rand(3, 4)), T(rand(4)))
+    for bias in (0.5, np.float32(0.5), rand(3)):  # not a Tensor, as PyTorch's TypeError
+        with pytest.raises(TypeError, match=r"linear: bias must be a Tensor of shape \(3,\)"):
+            F.linear(T(rand(2, 4)), T(rand(3, 4)), bias)
 
 
 # ---------------------------------------------------------------------------- gelu
