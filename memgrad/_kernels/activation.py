@@ -293,11 +293,12 @@ def relu_into(x, out):
     element at a time on AVX2 machines (NOTE [ relu's forward kernel ] in ops/elementwise.py)."""
     _check_out(x, out)
     if out.ctypes.data == x.ctypes.data:
-        # in place (relu_), a loop over the one array: LLVM vectorizes the other loop behind
-        # a check that out and x do not overlap, and runs it element by element when they do
-        for i in range(x.shape[0]):
-            v = x[i]
-            x[i] = 0.0 if v <= 0.0 else v
+        # in place (relu_), a loop over the one array, read and written as out (x may be
+        # typed read-only): LLVM vectorizes the other loop behind a check that out and x do
+        # not overlap, and runs it element by element when they do
+        for i in range(out.shape[0]):
+            v = out[i]
+            out[i] = 0.0 if v <= 0.0 else v
         return
     for i in range(x.shape[0]):
         v = x[i]

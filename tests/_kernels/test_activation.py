@@ -141,6 +141,11 @@ def test_relu_keeps_nan_and_clears_the_sign_of_zero():
         want = A.relu_reference(x)
         np.testing.assert_array_equal(out, want)
         np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+        frozen = x.copy()
+        frozen.flags.writeable = False  # a read-only input (a saved tensor) compiles too
+        out = np.full_like(x, 7.0)
+        A.relu_into(frozen, out)
+        np.testing.assert_array_equal(out, want)
         A.relu_into(x, x)  # in place: its own loop
         np.testing.assert_array_equal(x, want)
         np.testing.assert_array_equal(np.signbit(x), np.signbit(want))
