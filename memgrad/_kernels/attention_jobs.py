@@ -45,7 +45,9 @@ from memgrad._kernels.handoff import (
     W_C2,
     _matrix_products,
     _thread_self,
-    pointer_to,
+    f32_at,
+    f64_at,
+    i64_at,
 )
 from memgrad._kernels.softmax import (
     _int64_as_float64,
@@ -64,10 +66,6 @@ PHASES = (2, 5)  # the product phases of the forward and of the backward
 (A_KIND, A_DOUBLE, A_LO, A_HI, A_HEADS, A_T, A_SCALE, A_CAUSAL, A_S, A_P, A_DW, A_DS,
  A_PHASES, A_THREAD) = range(14)
 ATTENTION_WORDS = 14
-
-_f32_at = pointer_to(types.float32)
-_f64_at = pointer_to(types.float64)
-_i64_at = pointer_to(types.int64)
 
 
 @njit(nogil=True, cache=True)
@@ -106,13 +104,13 @@ def _attention_job(index, data, arg):
         return
     t = w[A_T]
     shape = (t, t)
-    phases = carray(_i64_at(w[A_PHASES]), (PHASES[w[A_KIND]], PRODUCT_WORDS))
+    phases = carray(i64_at(w[A_PHASES]), (PHASES[w[A_KIND]], PRODUCT_WORDS))
     if w[A_DOUBLE]:
-        _run(w, phases, carray(_f64_at(w[A_S]), shape), carray(_f64_at(w[A_P]), shape),
-             carray(_f64_at(w[A_DW]), shape), carray(_f64_at(w[A_DS]), shape))
+        _run(w, phases, carray(f64_at(w[A_S]), shape), carray(f64_at(w[A_P]), shape),
+             carray(f64_at(w[A_DW]), shape), carray(f64_at(w[A_DS]), shape))
     else:
-        _run(w, phases, carray(_f32_at(w[A_S]), shape), carray(_f32_at(w[A_P]), shape),
-             carray(_f32_at(w[A_DW]), shape), carray(_f32_at(w[A_DS]), shape))
+        _run(w, phases, carray(f32_at(w[A_S]), shape), carray(f32_at(w[A_P]), shape),
+             carray(f32_at(w[A_DW]), shape), carray(f32_at(w[A_DS]), shape))
 
 
 ATTENTION_JOB = _attention_job.address

@@ -65,11 +65,7 @@ def addmm_into(x, w, bias, out, fn, ta, lda, tb, ldb):
     n = w.shape[1]
     if w.shape[0] != k or bias.shape[0] != n or out.shape[0] != m or out.shape[1] != n:
         raise ValueError("addmm_into: expected x (M, K), w (K, N), bias (N,) and out (M, N)")
-    # fill_rows's loop, written out: this kernel compiles each new signature on first use,
-    # and calls no other kernel whose name might by then be bound to something else
-    for i in range(m):
-        for j in range(n):
-            out[i, j] = bias[j]
+    fill_rows(bias, out)
     _gemm(fn, out.itemsize == 8, ta, tb, m, n, k, x.ctypes.data, lda, w.ctypes.data, ldb, 1.0,
           out.ctypes.data, n)
 

@@ -36,7 +36,8 @@ from memgrad._kernels.blas import _extern, _gemm, fill_rows
 __all__ = ["NONE", "IDLE", "SLEEP", "CLAIMED", "JOB", "DONE", "PART", "STOP", "SLOTS",
            "supported", "serve", "post", "stop", "blas_callback", "FORMS", "PRODUCT_WORDS",
            "W_THREAD", "PRODUCTS_JOB", "W_A", "W_B", "W_C", "addresses", "product_row",
-           "product_parts", "pointer_to", "ADDMM_WORDS", "A_THREAD", "ADDMM_JOB", "addmm_parts"]
+           "product_parts", "f32_at", "f64_at", "i64_at", "ADDMM_WORDS",
+           "A_THREAD", "ADDMM_JOB", "addmm_parts"]
 
 NONE, IDLE, SLEEP, CLAIMED, JOB, DONE, PART, STOP = range(8)
 SLOTS = 64  # helper slots: a slot is not reused, so that a stopped helper still finishing a
@@ -277,6 +278,12 @@ def pointer_to(dtype):
     return at
 
 
+# int64 address -> pointer, for the jobs' numba.carray views (here and in the job modules)
+f32_at = pointer_to(types.float32)
+f64_at = pointer_to(types.float64)
+i64_at = pointer_to(types.int64)
+
+
 @intrinsic
 def _thread_self(typingctx):
     def codegen(context, builder, sig, args):
@@ -384,8 +391,6 @@ def product_parts(row, parts, batch):
 (A_GEMM, A_DOUBLE, A_TA, A_LDA, A_TB, A_LDB, A_LO, A_HI, A_N, A_K, A_X, A_W, A_V, A_OUT,
  A_THREAD) = range(15)
 ADDMM_WORDS = 15
-_f32_at = pointer_to(types.float32)
-_f64_at = pointer_to(types.float64)
 
 
 @cfunc(types.void(types.int32, types.voidptr, types.int32), cache=True)
@@ -399,9 +404,9 @@ def _addmm_job(index, data, arg):
     item = 8 if double else 4
     out = w[A_OUT] + lo * n * item
     if double:
-        fill_rows(carray(_f64_at(w[A_V]), n), carray(_f64_at(out), (hi - lo, n)))
+        fill_rows(carray(f64_at(w[A_V]), n), carray(f64_at(out), (hi - lo, n)))
     else:
-        fill_rows(carray(_f32_at(w[A_V]), n), carray(_f32_at(out), (hi - lo, n)))
+        fill_rows(carray(f32_at(w[A_V]), n), carray(f32_at(out), (hi - lo, n)))
     x = w[A_X] + lo * (lda if ta == _NO_TRANS else 1) * item  # row lo of x
     _gemm(w[A_GEMM], double, ta, w[A_TB], hi - lo, n, w[A_K], x, lda, w[A_W], w[A_LDB], 1.0,
           out, n)

@@ -33,7 +33,7 @@ from memgrad._kernels.activation import (
     relu_backward_into,
     relu_into,
 )
-from memgrad._kernels.handoff import _thread_self, pointer_to
+from memgrad._kernels.handoff import _thread_self, f32_at, f64_at
 from memgrad._kernels.loss import squared_error_grad_into
 from memgrad._kernels.optim import sgd_step_into
 from memgrad._kernels.softmax import (
@@ -66,8 +66,6 @@ KERNEL_INDEX = {kernel: i for i, kernel in enumerate(KERNELS)}
 JOB_WORDS = 11
 
 
-_f32_at = pointer_to(types.float32)
-_f64_at = pointer_to(types.float64)
 
 
 @njit(nogil=True, cache=True)
@@ -136,15 +134,15 @@ def _kernel_job(index, data, arg):
     in_place = w[W_C] == w[W_A]
     if w[W_DOUBLE]:
         skip = lo * cols * 8
-        a = carray(_f64_at(w[W_A] + skip), n)
-        c = a if in_place else carray(_f64_at(w[W_C] + skip), n)
-        _run(w[W_KERNEL], hi - lo, cols, a, carray(_f64_at(w[W_B] + skip), n), c, scale,
+        a = carray(f64_at(w[W_A] + skip), n)
+        c = a if in_place else carray(f64_at(w[W_C] + skip), n)
+        _run(w[W_KERNEL], hi - lo, cols, a, carray(f64_at(w[W_B] + skip), n), c, scale,
              w[W_CAUSAL])
     else:
         skip = lo * cols * 4
-        a = carray(_f32_at(w[W_A] + skip), n)
-        c = a if in_place else carray(_f32_at(w[W_C] + skip), n)
-        _run(w[W_KERNEL], hi - lo, cols, a, carray(_f32_at(w[W_B] + skip), n), c, scale,
+        a = carray(f32_at(w[W_A] + skip), n)
+        c = a if in_place else carray(f32_at(w[W_C] + skip), n)
+        _run(w[W_KERNEL], hi - lo, cols, a, carray(f32_at(w[W_B] + skip), n), c, scale,
              w[W_CAUSAL])
 
 

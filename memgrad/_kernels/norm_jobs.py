@@ -27,7 +27,7 @@ memgrad runs the kernels as Python parts).
 import numpy as np
 from numba import carray, cfunc, njit, types
 
-from memgrad._kernels.handoff import _thread_self, pointer_to
+from memgrad._kernels.handoff import _thread_self, f32_at, f64_at
 from memgrad._kernels.norm import (
     ROWS_PER_CHUNK,
     layer_norm_backward_into,
@@ -48,8 +48,6 @@ FORWARD, BACKWARD, WEIGHT_GRAD, GRADS = range(4)
  N_THREAD) = range(14)
 NORM_WORDS = 14
 
-_f32_at = pointer_to(types.float32)
-_f64_at = pointer_to(types.float64)
 
 
 @njit(nogil=True, cache=True)
@@ -82,15 +80,15 @@ def _norm_job(index, data, arg):
     n, d = w[N_ROWS], w[N_D]
     chunks = (n + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK
     sums = chunks * d * (2 if w[N_KIND] == GRADS else 1) if w[N_KIND] >= WEIGHT_GRAD else 0
-    partial = carray(_f64_at(w[N_PARTIAL]), sums)
+    partial = carray(f64_at(w[N_PARTIAL]), sums)
     if w[N_DOUBLE]:
-        _run(w, carray(_f64_at(w[N_X]), (n, d)), carray(_f64_at(w[N_G]), (n, d)),
-             carray(_f64_at(w[N_W]), d), carray(_f64_at(w[N_B]), d),
-             carray(_f64_at(w[N_OUT]), (n, d)), partial)
+        _run(w, carray(f64_at(w[N_X]), (n, d)), carray(f64_at(w[N_G]), (n, d)),
+             carray(f64_at(w[N_W]), d), carray(f64_at(w[N_B]), d),
+             carray(f64_at(w[N_OUT]), (n, d)), partial)
     else:
-        _run(w, carray(_f32_at(w[N_X]), (n, d)), carray(_f32_at(w[N_G]), (n, d)),
-             carray(_f32_at(w[N_W]), d), carray(_f32_at(w[N_B]), d),
-             carray(_f32_at(w[N_OUT]), (n, d)), partial)
+        _run(w, carray(f32_at(w[N_X]), (n, d)), carray(f32_at(w[N_G]), (n, d)),
+             carray(f32_at(w[N_W]), d), carray(f32_at(w[N_B]), d),
+             carray(f32_at(w[N_OUT]), (n, d)), partial)
 
 
 NORM_JOB = _norm_job.address

@@ -36,7 +36,7 @@ import numpy as np
 from numba import carray, cfunc, njit, types
 
 from memgrad._kernels.blas import _gemm
-from memgrad._kernels.handoff import _thread_self, pointer_to
+from memgrad._kernels.handoff import _thread_self, f32_at, f64_at, i64_at
 from memgrad._kernels.winograd import _winograd_grad, _winograd_input, _winograd_output
 
 __all__ = ["WINOGRAD_WORDS", "WINOGRAD_JOB", "W_KIND", "W_DOUBLE", "W_LO", "W_HI", "W_C",
@@ -54,9 +54,6 @@ WINOGRAD_WORDS = 28
 
 _NO_TRANS, _TRANS = 111, 112
 
-_f32_at = pointer_to(types.float32)
-_f64_at = pointer_to(types.float64)
-_i64_at = pointer_to(types.int64)
 
 
 @njit(nogil=True, cache=True)
@@ -101,15 +98,15 @@ def _run(w, x, y, z, out, v, m, prod, signs, grad_signs):
     """One part, its arrays typed (float32 or float64): ``y`` is ``u`` (16, CO, C) or ``g``
     flattened, ``z`` the bias."""
     terms = (16, 4)
-    offsets = carray(_i64_at(w[W_OFFSETS]), terms)
+    offsets = carray(i64_at(w[W_OFFSETS]), terms)
     if w[W_KIND] == FORWARD:
         _forward_part(w, x, y.reshape((16, w[W_CO], w[W_C])), z,
                       out.reshape((w[W_HI], w[W_CO], w[W_OH], w[W_OW])), v, m, offsets, signs)
         return
-    sums = carray(_f64_at(w[W_BIAS]), w[W_CO] if w[W_SUMS] else 0)
+    sums = carray(f64_at(w[W_BIAS]), w[W_CO] if w[W_SUMS] else 0)
     _grad_part(w, x, y.reshape((w[W_HI], w[W_CO], w[W_OH], w[W_OW])), sums,
                out.reshape((16, w[W_C], w[W_CO])), v, m, prod.reshape((16, w[W_C], w[W_CO])),
-               offsets, signs, carray(_i64_at(w[W_GRAD_OFFSETS]), terms), grad_signs)
+               offsets, signs, carray(i64_at(w[W_GRAD_OFFSETS]), terms), grad_signs)
 
 
 @cfunc(types.void(types.int32, types.voidptr, types.int32), cache=True)
@@ -125,17 +122,17 @@ def _winograd_job(index, data, arg):
     prod_size = 0 if w[W_KIND] == FORWARD else 16 * c * co
     v_shape, m_shape, terms = (16, w[W_LV]), (16, w[W_LM]), (16, 4)
     if w[W_DOUBLE]:
-        _run(w, carray(_f64_at(w[W_X]), x_shape), carray(_f64_at(w[W_Y]), y_size),
-             carray(_f64_at(w[W_BIAS]), co), carray(_f64_at(w[W_OUT]), out_size),
-             carray(_f64_at(w[W_V]), v_shape), carray(_f64_at(w[W_M]), m_shape),
-             carray(_f64_at(w[W_PROD]), prod_size), carray(_f64_at(w[W_SIGNS]), terms),
-             carray(_f64_at(w[W_GRAD_SIGNS]), terms))
+        _run(w, carray(f64_at(w[W_X]), x_shape), carray(f64_at(w[W_Y]), y_size),
+             carray(f64_at(w[W_BIAS]), co), carray(f64_at(w[W_OUT]), out_size),
+             carray(f64_at(w[W_V]), v_shape), carray(f64_at(w[W_M]), m_shape),
+             carray(f64_at(w[W_PROD]), prod_size), carray(f64_at(w[W_SIGNS]), terms),
+             carray(f64_at(w[W_GRAD_SIGNS]), terms))
     else:
-        _run(w, carray(_f32_at(w[W_X]), x_shape), carray(_f32_at(w[W_Y]), y_size),
-             carray(_f32_at(w[W_BIAS]), co), carray(_f32_at(w[W_OUT]), out_size),
-             carray(_f32_at(w[W_V]), v_shape), carray(_f32_at(w[W_M]), m_shape),
-             carray(_f32_at(w[W_PROD]), prod_size), carray(_f32_at(w[W_SIGNS]), terms),
-             carray(_f32_at(w[W_GRAD_SIGNS]), terms))
+        _run(w, carray(f32_at(w[W_X]), x_shape), carray(f32_at(w[W_Y]), y_size),
+             carray(f32_at(w[W_BIAS]), co), carray(f32_at(w[W_OUT]), out_size),
+             carray(f32_at(w[W_V]), v_shape), carray(f32_at(w[W_M]), m_shape),
+             carray(f32_at(w[W_PROD]), prod_size), carray(f32_at(w[W_SIGNS]), terms),
+             carray(f32_at(w[W_GRAD_SIGNS]), terms))
 
 
 WINOGRAD_JOB = _winograd_job.address
