@@ -34,7 +34,8 @@ from numba.extending import intrinsic
 from memgrad._kernels.blas import _extern, _gemm, fill_rows
 
 __all__ = ["NONE", "IDLE", "SLEEP", "CLAIMED", "JOB", "DONE", "PART", "STOP", "SLOTS",
-           "supported", "serve", "post", "stop", "blas_callback", "FORMS", "PRODUCT_WORDS",
+           "supported", "serve", "post", "stop", "blas_callback", "run_jobs", "JOB_THREAD",
+           "FORMS", "PRODUCT_WORDS",
            "W_THREAD", "PRODUCTS_JOB", "W_A", "W_B", "W_C", "addresses", "product_row",
            "product_parts", "f32_at", "f64_at", "i64_at", "ADDMM_WORDS",
            "A_THREAD", "ADDMM_JOB", "addmm_parts"]
@@ -445,7 +446,54 @@ def _job_thread(arg):
     return arg
 
 
-_JOB_THREAD = _job_thread.address
+JOB_THREAD = _job_thread.address
+
+
+@njit(nogil=True, cache=True)
+def _hand_out(states_at, jobs_at, helpers_at, job_thread, dojob, numjobs, size, data, arg):
+    """OpenBLAS's threads callback's work over the slots listed at ``helpers_at`` (int64, the
+    first entry their count): job ``dojob``'s part 0 on the calling thread, the others on the
+    helpers, on threads made for the call (starting at ``job_thread``, ``JOB_THREAD``) when no
+    helper takes them; part j reads the data at ``data + j * size``. (An address is an
+    argument, never a global: a cached function keeps a global's value from the process that
+    compiled it.)"""
+    if numjobs <= 1:
+        if numjobs == 1:
+            _run_job(dojob, 0, data, arg)
+        return
+    count = _load64(helpers_at)
+    taken = np.full(numjobs, -1, np.int64)  # the helper slot of each job, or -1
+    spare = np.zeros((numjobs, 5), np.int64)  # job words and thread id, for job threads
+    for j in range(1, numjobs):
+        if j <= count:
+            slot = _load64(helpers_at + 8 * j)
+            state = states_at + 4 * slot
+            if _claim(state, CLAIMED):
+                job = jobs_at + 32 * slot
+                _store64(job, dojob)
+                _store64(job + 8, j)
+                _store64(job + 16, data + j * size)
+                _store64(job + 24, arg)
+                _store(state, JOB)
+                taken[j] = slot
+                continue
+        spare[j, 0], spare[j, 1] = dojob, j
+        spare[j, 2], spare[j, 3] = data + j * size, arg
+        words = spare.ctypes.data + 40 * j
+        if _thread_start(words + 32, job_thread, words) != 0:
+            spare[j, 4] = -1  # no thread could be made: run it here, last
+    _run_job(dojob, 0, data, arg)
+    for j in range(1, numjobs):
+        if taken[j] < 0 and spare[j, 4] == -1:
+            _run_job(dojob, j, data + j * size, arg)
+    for j in range(1, numjobs):
+        if taken[j] >= 0:
+            state = states_at + 4 * taken[j]
+            while _load(state) != DONE:
+                _pause()
+            _store(state, IDLE)
+        elif spare[j, 4] != -1:
+            _thread_join(spare[j, 4])
 
 
 def blas_callback(states: np.ndarray, jobs: np.ndarray, helpers: np.ndarray):
@@ -458,42 +506,19 @@ def blas_callback(states: np.ndarray, jobs: np.ndarray, helpers: np.ndarray):
     @cfunc(types.void(types.int32, types.int64, types.int32, types.uint64, types.int64,
                       types.int32))
     def callback(sync, dojob, numjobs, size, data, arg):
-        if numjobs <= 1:
-            if numjobs == 1:
-                _run_job(dojob, 0, data, arg)
-            return
-        count = _load64(helpers_at)
-        taken = np.full(numjobs, -1, np.int64)  # the helper slot of each job, or -1
-        spare = np.zeros((numjobs, 5), np.int64)  # job words and thread id, for job threads
-        for j in range(1, numjobs):
-            if j <= count:
-                slot = _load64(helpers_at + 8 * j)
-                state = states_at + 4 * slot
-                if _claim(state, CLAIMED):
-                    job = jobs_at + 32 * slot
-                    _store64(job, dojob)
-                    _store64(job + 8, j)
-                    _store64(job + 16, data + j * np.int64(size))
-                    _store64(job + 24, arg)
-                    _store(state, JOB)
-                    taken[j] = slot
-                    continue
-            spare[j, 0], spare[j, 1] = dojob, j
-            spare[j, 2], spare[j, 3] = data + j * np.int64(size), arg
-            words = spare.ctypes.data + 40 * j
-            if _thread_start(words + 32, _JOB_THREAD, words) != 0:
-                spare[j, 4] = -1  # no thread could be made: run it here, last
-        _run_job(dojob, 0, data, arg)
-        for j in range(1, numjobs):
-            if taken[j] < 0 and spare[j, 4] == -1:
-                _run_job(dojob, j, data + j * np.int64(size), arg)
-        for j in range(1, numjobs):
-            if taken[j] >= 0:
-                state = states_at + 4 * taken[j]
-                while _load(state) != DONE:
-                    _pause()
-                _store(state, IDLE)
-            elif spare[j, 4] != -1:
-                _thread_join(spare[j, 4])
+        _hand_out(states_at, jobs_at, helpers_at, JOB_THREAD, dojob, np.int64(numjobs),
+                  np.int64(size), data, np.int64(arg))
 
     return callback
+
+
+@njit(nogil=True, cache=True)
+def run_jobs(states, jobs, helpers, job_thread, job, words):
+    """Job ``job`` (a compiled job's address) in one part per row of ``words`` (int64,
+    C-contiguous), as OpenBLAS's threads callback over ``states``, ``jobs`` and ``helpers``
+    runs its jobs (``job_thread`` is ``JOB_THREAD``): part 0 on the calling thread, the
+    others on the helpers, each reading its row. The caller's compiled entry to the
+    hand-off: one call, the GIL released, where the callback through ctypes cost some 30 us
+    on a cold cache."""
+    _hand_out(states.ctypes.data, jobs.ctypes.data, helpers.ctypes.data, job_thread, job,
+              words.shape[0], words.strides[0], words.ctypes.data, 0)

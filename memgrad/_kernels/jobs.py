@@ -19,8 +19,6 @@ Nothing here imports memgrad. The job needs numba's compiler (with ``NUMBA_DISAB
 memgrad runs the kernels as Python parts).
 """
 
-import struct
-
 import numpy as np
 from numba import carray, cfunc, njit, types
 
@@ -33,7 +31,7 @@ from memgrad._kernels.activation import (
     relu_backward_into,
     relu_into,
 )
-from memgrad._kernels.handoff import _thread_self, f32_at, f64_at
+from memgrad._kernels.handoff import _thread_self, f32_at, f64_at, run_jobs
 from memgrad._kernels.loss import squared_error_grad_into
 from memgrad._kernels.optim import sgd_step_into
 from memgrad._kernels.softmax import (
@@ -47,7 +45,7 @@ from memgrad._kernels.softmax import (
 
 __all__ = ["KERNELS", "JOB_WORDS", "W_KERNEL", "W_DOUBLE", "W_LO", "W_HI", "W_COLS", "W_A",
            "W_B", "W_C", "W_SCALE", "W_CAUSAL", "W_THREAD", "KERNEL_JOB", "KERNEL_INDEX",
-           "kernel_parts"]
+           "kernel_words", "run_kernel"]
 
 # the kernels a job runs, by index
 KERNELS = (relu_into, gelu_into, gelu_tanh_into, exp_into, softmax_forward_into,
@@ -60,7 +58,7 @@ KERNELS = (relu_into, gelu_into, gelu_tanh_into, exp_into, softmax_forward_into,
  _ROW_SOFTMAX_BACKWARD, _ROW_LOG_SOFTMAX_BACKWARD, _SGD_STEP) = range(len(KERNELS))
 KERNEL_INDEX = {kernel: i for i, kernel in enumerate(KERNELS)}
 
-# a part's words, in this order (kernel_parts writes its rows so)
+# a part's words, in this order (kernel_words writes its rows so)
 (W_KERNEL, W_DOUBLE, W_LO, W_HI, W_COLS, W_A, W_B, W_C, W_SCALE, W_CAUSAL,
  W_THREAD) = range(11)
 JOB_WORDS = 11
@@ -149,10 +147,46 @@ def _kernel_job(index, data, arg):
 KERNEL_JOB = _kernel_job.address
 
 
-def kernel_parts(kernel, double, cols, a, b, c, scale, causal, ends):
-    """The rows of words of ``KERNEL_JOB`` for kernel index ``kernel`` on arrays at addresses
-    ``a``, ``b``, ``c``, one part per pair of consecutive row bounds in ``ends``."""
-    bits = struct.unpack("<q", struct.pack("<d", scale))[0]
-    # one row per part, its words in the order of W_KERNEL ... W_THREAD
-    return np.array([[kernel, double, ends[i], ends[i + 1], cols, a, b, c, bits, causal, 0]
-                     for i in range(len(ends) - 1)], np.int64)
+@njit(nogil=True, cache=True)
+def kernel_words(kernel, a, b, out, scale, causal, blocks, rows_per_block, parts):
+    """The rows of ``KERNEL_JOB``'s words for kernel index ``kernel`` with inputs ``a`` and
+    ``b`` (``a`` twice for a kernel of one input) and output ``out``, arrays of one float
+    dtype, over ``blocks`` blocks of ``rows_per_block`` rows (the elements of 1-D arrays, the
+    rows of 2-D ones) in ``parts`` parts of whole blocks; no rows where the arrays do not
+    fit: C-contiguous, of the blocks' size, the output apart from each input or that input
+    itself (an element-wise kernel in place), checked here: the job reads and writes where
+    the words point."""
+    cols = out.shape[1] if out.ndim == 2 else 1
+    size = blocks * rows_per_block * cols
+    words = np.zeros((parts, JOB_WORDS), np.int64)
+    if a.size != size or b.size != size or out.size != size \
+            or a.itemsize != out.itemsize or b.itemsize != out.itemsize or not (
+                a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
+        return words[:0]
+    at = out.ctypes.data
+    end = at + size * out.itemsize
+    for start in (a.ctypes.data, b.ctypes.data):
+        if start != at and start < end and at < start + size * out.itemsize:
+            return words[:0]  # overlapping, not the same
+    bits = np.array([scale], np.float64).view(np.int64)[0]
+    for j in range(parts):
+        words[j, W_KERNEL], words[j, W_DOUBLE] = kernel, out.itemsize == 8
+        words[j, W_LO] = blocks * j // parts * rows_per_block
+        words[j, W_HI] = blocks * (j + 1) // parts * rows_per_block
+        words[j, W_COLS] = cols
+        words[j, W_A], words[j, W_B], words[j, W_C] = a.ctypes.data, b.ctypes.data, at
+        words[j, W_SCALE], words[j, W_CAUSAL] = bits, causal
+    return words
+
+
+@njit(nogil=True, cache=True)
+def run_kernel(states, jobs, helpers, job_thread, job, kernel, a, b, out, scale, causal,
+               blocks, rows_per_block, parts):
+    """Kernel index ``kernel`` as ``job`` (``KERNEL_JOB``'s address) on the hand-off's
+    ``states``, ``jobs`` and ``helpers`` (``job_thread``: ``handoff.JOB_THREAD``), in the
+    parts of ``kernel_words``: one compiled call, the GIL released. Returns the words, each
+    part's thread id written in; no rows, with nothing run, where the arrays do not fit."""
+    words = kernel_words(kernel, a, b, out, scale, causal, blocks, rows_per_block, parts)
+    if words.shape[0] > 0:
+        run_jobs(states, jobs, helpers, job_thread, job, words)
+    return words

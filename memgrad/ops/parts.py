@@ -382,7 +382,6 @@ class _Handoff:
         self.jobs = np.zeros((kernels.SLOTS, 4), np.int64)
         self.helpers = np.zeros(kernels.SLOTS + 1, np.int64)  # count, then the slots
         self.callback = kernels.blas_callback(self.states, self.jobs, self.helpers)
-        self.call = self.callback.ctypes  # (a ctypes call: without the GIL)
         self.set_callback = set_callback
         self.next_slot = 0
         self.listed: list = []  # the helpers last registered
@@ -664,17 +663,20 @@ def kernel_as_jobs(kernel: Callable, blocks: int, rows_per_block: int, macs: int
     k = min(threads, blocks)
     jobs = _jobs()
     index = jobs.KERNEL_INDEX.get(kernel)
-    if k < 2 or index is None:
+    dtype = out.dtype
+    if k < 2 or index is None or not 1 <= len(inputs) <= 2 or dtype not in _BLAS_DTYPES \
+            or not out.flags.writeable:
         return False
-    cols = out.shape[1] if out.ndim == 2 else 1
-    at = _kernel_operands(inputs, out, blocks * rows_per_block * cols)
-    if at is None:
-        return False
-    scale = params[0] if params else 0.0
-    causal = params[1] if len(params) > 1 else 0
-    return _run_jobs(threads, k, jobs.KERNEL_JOB, lambda: jobs.kernel_parts(
-        index, int(out.dtype == np.float64), cols, *at, scale, causal,
-        [blocks * i // k * rows_per_block for i in range(k + 1)]))
+    for a in inputs:
+        if a.__class__ is not np.ndarray or a.dtype != dtype:
+            return False
+    with Parts.lock:
+        handoff = _listed(threads)
+        return handoff is not None and len(jobs.run_kernel(
+            handoff.states, handoff.jobs, handoff.helpers, _kernels().JOB_THREAD,
+            jobs.KERNEL_JOB, index, inputs[0], inputs[-1], out,
+            float(params[0]) if params else 0.0, int(params[1]) if len(params) > 1 else 0,
+            blocks, rows_per_block, k)) > 0
 
 
 def batch_as_jobs(n: int, macs: int, job: Callable[[], int],
@@ -729,42 +731,32 @@ def gemm_address(dtype: np.dtype) -> int | None:
     return Parts.gemm_at.get(np.dtype(dtype))
 
 
+def _listed(threads: int) -> _Handoff | None:
+    """The hand-off, its helpers made for ``threads`` BLAS threads and listed, or None where
+    the helpers are not the hand-off's (this platform has none); under ``Parts.lock``."""
+    helpers = _helpers(threads)
+    handoff = Parts.handoff
+    if not isinstance(handoff, _Handoff) or handoff.listed is not helpers:
+        return None
+    return handoff
+
+
 def _run_jobs(threads: int, k: int, job: int, words_of: Callable[[], np.ndarray]) -> bool:
     """``job`` (a compiled job of the hand-off) in ``k`` parts, the calling thread's and the
     helpers', each part reading its row of ``words_of()``; False where the helpers are not
     the hand-off's (this platform has none)."""
     with Parts.lock:
-        helpers = _helpers(threads)
-        handoff = Parts.handoff
-        if not isinstance(handoff, _Handoff) or handoff.listed is not helpers:
+        handoff = _listed(threads)
+        if handoff is None:
             return False
         words = words_of()
-        handoff.call(0, job, k, words.strides[0], words.ctypes.data, 0)
+        if words.shape[0] != k or words.dtype != np.int64 or not words.flags.c_contiguous:
+            raise ValueError(f"expected {k} C-contiguous rows of int64 words, got "
+                             f"{words.shape[0]} of {words.dtype}")
+        kernels = _kernels()
+        kernels.run_jobs(handoff.states, handoff.jobs, handoff.helpers, kernels.JOB_THREAD, job,
+                         words)
     return True
-
-
-def _kernel_operands(inputs: tuple, out: np.ndarray, size: int) -> tuple | None:
-    """The addresses of ``inputs`` (the first and the last) and ``out`` where
-    ``kernel_as_jobs``'s job can take them as they lie, else None: one or two inputs and an
-    output, all C-contiguous ``size``-element arrays of one float dtype, the output
-    writeable and apart from each input or the input itself (an element-wise kernel in
-    place). (Checked here, from the arrays: the job reads and writes where the addresses
-    point.)"""
-    dtype = out.dtype
-    if len(inputs) not in (1, 2) or dtype not in _BLAS_DTYPES:
-        return None
-    for v in (*inputs, out):
-        if not isinstance(v, np.ndarray) or v.dtype != dtype or v.size != size \
-                or not v.flags.c_contiguous:
-            return None
-    if not out.flags.writeable:
-        return None
-    a, b, at = _kernels().addresses(inputs[0], inputs[-1], out)
-    nbytes = size * dtype.itemsize
-    for start in (a, b):
-        if start != at and start < at + nbytes and at < start + nbytes:
-            return None  # overlapping, not the same
-    return a, b, at
 
 
 @functools.cache

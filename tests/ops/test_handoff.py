@@ -189,6 +189,27 @@ def test_the_environment_turns_the_handoff_off():
     assert out[0] == "None" and "_HandoffHelper" not in " ".join(out)
 
 
+def test_a_process_that_loads_the_compiled_hand_off_runs_parts_on_threads_of_its_own(tmp_path):
+    # the compiled hand-off is cached; an address it calls (a job thread's start) is an
+    # argument, since a cached function keeps a global's value from the process that
+    # compiled it: the second process here loads the first one's cache and runs three parts
+    # with one helper, the third on a thread made for it
+    code = ("import numpy as np; from memgrad.ops import parts; "
+            "from memgrad._kernels import activation, handoff, jobs; "
+            "parts.in_parts(4, parts.PARTS_MIN_MACS, lambda lo, hi: None); "
+            "h = parts.Parts.handoff; x = np.arange(-6.0, 6.0); out = np.empty_like(x); "
+            "words = jobs.run_kernel(h.states, h.jobs, h.helpers, handoff.JOB_THREAD, "
+            "jobs.KERNEL_JOB, jobs.KERNEL_INDEX[activation.relu_into], x, x, out, 0.0, 0, "
+            "12, 1, 3); "
+            "print(np.array_equal(out, np.maximum(x, 0)), len(set(words[:, -1].tolist())))")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", NUMBA_CACHE_DIR=str(tmp_path))
+    for _ in range(2):  # the first compiles and caches, the second loads
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split() == ["True", "3"]
+
+
 @pytest.mark.parametrize("helper", [handoff.NONE, handoff.PART])
 def test_the_callback_is_openblas_own_signature(helper):
     # the job function OpenBLAS passes: void dojob(int, void *, int); the callback must run
@@ -295,7 +316,8 @@ def test_products_as_jobs_do_not_depend_on_the_split_and_use_both_threads(blas_t
         row = parts_mod.product_words(a, b, out, form, block)
         words = handoff.product_parts(row, k, batch)
         with _blas(1):
-            blas_threads.call(0, handoff.PRODUCTS_JOB, k, words.strides[0], words.ctypes.data, 0)
+            handoff.run_jobs(blas_threads.states, blas_threads.jobs, blas_threads.helpers,
+                             handoff.JOB_THREAD, handoff.PRODUCTS_JOB, words)
         outs.append(out)
         threads.append(set(words[:, handoff.W_THREAD].tolist()))
     assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
@@ -571,17 +593,34 @@ def _check_kernel_job(blas_threads, index, dtype):
     kernel = jobs.KERNELS[index]
     inputs, params, want = _kernel_case(kernel, dtype)
     rows = inputs[0].shape[0] if inputs[0].ndim == 2 else inputs[0].size
-    cols = inputs[0].shape[1] if inputs[0].ndim == 2 else 1
     block = params.get("causal", 0) or 1
     for k in (1, 2, 3):  # three parts: one more than there are helpers and callers
         out = params["out"].copy() if "out" in params else np.full_like(want, 7)
-        ends = [rows // block * i // k * block for i in range(k + 1)]
-        words = jobs.kernel_parts(index, int(dtype == np.float64), cols, inputs[0].ctypes.data,
-                                  inputs[-1].ctypes.data, out.ctypes.data,
-                                  params.get("scale", 0.0), params.get("causal", 0), ends)
-        blas_threads.call(0, jobs.KERNEL_JOB, k, words.strides[0], words.ctypes.data, 0)
+        words = jobs.kernel_words(index, inputs[0], inputs[-1], out, params.get("scale", 0.0),
+                                  params.get("causal", 0), rows // block, block, k)
+        assert words.shape == (k, jobs.JOB_WORDS)
+        handoff.run_jobs(blas_threads.states, blas_threads.jobs, blas_threads.helpers,
+                         handoff.JOB_THREAD, jobs.KERNEL_JOB, words)
         np.testing.assert_array_equal(out, want)
         assert len(set(words[:, jobs.W_THREAD].tolist())) == k and 0 not in words[:, -1]
+
+
+def _watched_kernel_jobs(monkeypatch):
+    """The part counts of the kernel jobs run from now on (``jobs.run_kernel``'s calls that
+    ran)."""
+    from memgrad._kernels import jobs
+
+    ran = []
+    real = jobs.run_kernel
+
+    def watched(*args):
+        words = real(*args)
+        if len(words):
+            ran.append(args[-1])
+        return words
+
+    monkeypatch.setattr(jobs, "run_kernel", watched)
+    return ran
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
@@ -594,9 +633,7 @@ def test_a_gelu_of_the_jobs_threshold_runs_as_jobs_and_a_smaller_one_whole(blas_
     from memgrad.ops import nn as nn_ops
 
     assert 65536 * nn_ops._GELU_COST == parts_mod.KERNEL_JOB_MIN_MACS
-    ran = []
-    real = parts_mod._run_jobs
-    monkeypatch.setattr(parts_mod, "_run_jobs", lambda *args: ran.append(args[1]) or real(*args))
+    ran = _watched_kernel_jobs(monkeypatch)
     rng = np.random.default_rng(9)
     one = activation.gelu_tanh if approximate == "tanh" else activation.gelu
     for n, jobs_run in ((65536, [2]), (32768, [])):
@@ -618,9 +655,7 @@ def test_an_sgd_step_of_the_jobs_threshold_runs_as_jobs_and_a_smaller_one_whole(
     from memgrad.optim import sgd
 
     assert -(-parts_mod.KERNEL_JOB_MIN_MACS // sgd._STEP_COST) == 104858
-    ran = []
-    real = parts_mod._run_jobs
-    monkeypatch.setattr(parts_mod, "_run_jobs", lambda *args: ran.append(args[1]) or real(*args))
+    ran = _watched_kernel_jobs(monkeypatch)
     rng = np.random.default_rng(10)
     for n, jobs_run in ((104858, [2]), (104857, [])):
         p0, g = (rng.standard_normal(n).astype(dtype) for _ in range(2))

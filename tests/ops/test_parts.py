@@ -74,13 +74,13 @@ def kernel_parts(request, monkeypatch):
         pytest.skip("kernels as jobs need the hand-off")
     from memgrad._kernels import jobs
 
-    make = jobs.kernel_parts
+    make = jobs.run_kernel
 
     def spy(*args):
         words.append(make(*args))
         return words[-1]
 
-    monkeypatch.setattr(jobs, "kernel_parts", spy)
+    monkeypatch.setattr(jobs, "run_kernel", spy)
     set_local = parts_mod._set_local()
     before = set_local(2)  # (the helpers of before, or new ones kept as an op would keep them)
     try:
