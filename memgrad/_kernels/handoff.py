@@ -34,11 +34,10 @@ from numba.extending import intrinsic
 from memgrad._kernels.blas import _extern, _gemm, fill_rows
 
 __all__ = ["NONE", "IDLE", "SLEEP", "CLAIMED", "JOB", "DONE", "PART", "STOP", "SLOTS",
-           "supported", "serve", "post", "stop", "blas_callback", "run_jobs", "JOB_THREAD",
-           "FORMS", "PRODUCT_WORDS",
-           "W_THREAD", "PRODUCTS_JOB", "W_A", "W_B", "W_C", "addresses", "product_row",
-           "product_parts", "f32_at", "f64_at", "i64_at", "ADDMM_WORDS",
-           "A_THREAD", "ADDMM_JOB", "addmm_parts"]
+           "supported", "serve", "post", "stop", "blas_callback", "run_jobs", "blas_threads",
+           "JOB_THREAD", "FORMS", "PRODUCT_WORDS", "W_THREAD", "PRODUCTS_JOB", "W_A", "W_B",
+           "W_C", "addresses", "product_row", "product_parts", "f32_at", "f64_at", "i64_at",
+           "ADDMM_WORDS", "A_THREAD", "ADDMM_JOB", "addmm_parts"]
 
 NONE, IDLE, SLEEP, CLAIMED, JOB, DONE, PART, STOP = range(8)
 SLOTS = 64  # helper slots: a slot is not reused, so that a stopped helper still finishing a
@@ -168,6 +167,29 @@ def _run_job(typingctx, fn, index, data, arg):
         return context.get_dummy_value()
 
     return types.void(types.int64, types.int64, types.int64, types.int64), codegen
+
+
+@intrinsic
+def _set_threads(typingctx, fn, count):
+    """``fn(count)`` for OpenBLAS's ``openblas_set_num_threads_local`` at address ``fn``:
+    the calling thread's BLAS thread count before."""
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(i32, [i32])
+        return builder.call(builder.inttoptr(args[0], fnty.as_pointer()),
+                            [builder.trunc(args[1], i32)])
+
+    return types.int32(types.int64, types.int64), codegen
+
+
+@njit(nogil=True, cache=True)
+def blas_threads(set_local):
+    """The calling thread's BLAS thread count, read through ``set_local`` (the address of
+    ``openblas_set_num_threads_local``) in one compiled call, where two calls through
+    ctypes cost some 11 us on a cold cache."""
+    count = _set_threads(set_local, 1)
+    _set_threads(set_local, count)
+    return count
 
 
 @njit(nogil=True, cache=True)
@@ -513,12 +535,15 @@ def blas_callback(states: np.ndarray, jobs: np.ndarray, helpers: np.ndarray):
 
 
 @njit(nogil=True, cache=True)
-def run_jobs(states, jobs, helpers, job_thread, job, words):
+def run_jobs(states, jobs, helpers, job_thread, set_local, job, words):
     """Job ``job`` (a compiled job's address) in one part per row of ``words`` (int64,
     C-contiguous), as OpenBLAS's threads callback over ``states``, ``jobs`` and ``helpers``
     runs its jobs (``job_thread`` is ``JOB_THREAD``): part 0 on the calling thread, the
-    others on the helpers, each reading its row. The caller's compiled entry to the
-    hand-off: one call, the GIL released, where the callback through ctypes cost some 30 us
-    on a cold cache."""
+    others on the helpers, each reading its row, the calling thread's BLAS at one thread
+    meanwhile (``set_local``: the address of ``openblas_set_num_threads_local``). The
+    caller's compiled entry to the hand-off: one call, the GIL released, where the callback
+    through ctypes cost some 30 us on a cold cache."""
+    count = _set_threads(set_local, 1)
     _hand_out(states.ctypes.data, jobs.ctypes.data, helpers.ctypes.data, job_thread, job,
               words.shape[0], words.strides[0], words.ctypes.data, 0)
+    _set_threads(set_local, count)

@@ -180,13 +180,13 @@ def kernel_words(kernel, a, b, out, scale, causal, blocks, rows_per_block, parts
 
 
 @njit(nogil=True, cache=True)
-def run_kernel(states, jobs, helpers, job_thread, job, kernel, a, b, out, scale, causal,
-               blocks, rows_per_block, parts):
-    """Kernel index ``kernel`` as ``job`` (``KERNEL_JOB``'s address) on the hand-off's
-    ``states``, ``jobs`` and ``helpers`` (``job_thread``: ``handoff.JOB_THREAD``), in the
-    parts of ``kernel_words``: one compiled call, the GIL released. Returns the words, each
-    part's thread id written in; no rows, with nothing run, where the arrays do not fit."""
+def run_kernel(states, jobs, helpers, job_thread, set_local, job, kernel, a, b, out, scale,
+               causal, blocks, rows_per_block, parts):
+    """Kernel index ``kernel`` as ``job`` (``KERNEL_JOB``'s address) through
+    ``handoff.run_jobs`` (its first five arguments are that function's), in the parts of
+    ``kernel_words``: one compiled call, the GIL released. Returns the words, each part's
+    thread id written in; no rows, with nothing run, where the arrays do not fit."""
     words = kernel_words(kernel, a, b, out, scale, causal, blocks, rows_per_block, parts)
     if words.shape[0] > 0:
-        run_jobs(states, jobs, helpers, job_thread, job, words)
+        run_jobs(states, jobs, helpers, job_thread, set_local, job, words)
     return words

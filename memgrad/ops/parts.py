@@ -383,6 +383,8 @@ class _Handoff:
         self.helpers = np.zeros(kernels.SLOTS + 1, np.int64)  # count, then the slots
         self.callback = kernels.blas_callback(self.states, self.jobs, self.helpers)
         self.set_callback = set_callback
+        # the address of openblas_set_num_threads_local, for the compiled calls
+        self.set_local_at = ctypes.cast(_set_local(), ctypes.c_void_p).value
         self.next_slot = 0
         self.listed: list = []  # the helpers last registered
 
@@ -464,6 +466,17 @@ def _set_local() -> Any:
     return Parts.set_local
 
 
+def _blas_threads(set_local: Any) -> int:
+    """The calling thread's BLAS thread count: one compiled call where the hand-off is set
+    up, else two of ``set_local`` (through ctypes, some 11 us on a cold cache)."""
+    handoff = Parts.handoff
+    if isinstance(handoff, _Handoff):
+        return _kernels().blas_threads(handoff.set_local_at)
+    threads = set_local(1)
+    set_local(threads)
+    return threads
+
+
 def in_parts(n: int, macs: int, work: Callable[[int, int], Any]) -> list:
     """``[work(lo, hi), ...]`` over contiguous parts of the batch ``range(n)``: one part per
     BLAS thread, each on its own thread with single-threaded BLAS, or ``[work(0, n)]`` when
@@ -527,8 +540,7 @@ def _blas_on_helpers() -> bool:
     set_local = _set_local()
     if set_local is None or _inside.active or _handoff() is None:
         return False
-    threads = set_local(1)
-    set_local(threads)
+    threads = _blas_threads(set_local)
     if threads < 2:
         return False
     with Parts.lock:
@@ -658,8 +670,7 @@ def kernel_as_jobs(kernel: Callable, blocks: int, rows_per_block: int, macs: int
     set_local = _set_local()
     if set_local is None:
         return False
-    threads = set_local(1)
-    set_local(threads)
+    threads = _blas_threads(set_local)
     k = min(threads, blocks)
     jobs = _jobs()
     index = jobs.KERNEL_INDEX.get(kernel)
@@ -674,7 +685,7 @@ def kernel_as_jobs(kernel: Callable, blocks: int, rows_per_block: int, macs: int
         handoff = _listed(threads)
         return handoff is not None and len(jobs.run_kernel(
             handoff.states, handoff.jobs, handoff.helpers, _kernels().JOB_THREAD,
-            jobs.KERNEL_JOB, index, inputs[0], inputs[-1], out,
+            handoff.set_local_at, jobs.KERNEL_JOB, index, inputs[0], inputs[-1], out,
             float(params[0]) if params else 0.0, int(params[1]) if len(params) > 1 else 0,
             blocks, rows_per_block, k)) > 0
 
@@ -707,15 +718,12 @@ def _split_as_jobs(set_local: Any, n: int, job: Callable[[], int],
     """``range(n)`` in one contiguous part per BLAS thread as ``job()`` on the hand-off,
     part j reading row j of ``words_of(ends)``, with single-threaded BLAS meanwhile; False
     where there would be fewer than two parts or no hand-off's helpers."""
-    threads = set_local(1)
-    try:
-        k = min(threads, n)
-        if k < 2:
-            return False
-        ends = [n * i // k for i in range(k + 1)]
-        return _run_jobs(threads, k, job(), lambda: words_of(ends))
-    finally:
-        set_local(threads)
+    threads = _blas_threads(set_local)
+    k = min(threads, n)
+    if k < 2:
+        return False
+    ends = [n * i // k for i in range(k + 1)]
+    return _run_jobs(threads, k, job(), lambda: words_of(ends))
 
 
 def gemm_address(dtype: np.dtype) -> int | None:
@@ -743,8 +751,8 @@ def _listed(threads: int) -> _Handoff | None:
 
 def _run_jobs(threads: int, k: int, job: int, words_of: Callable[[], np.ndarray]) -> bool:
     """``job`` (a compiled job of the hand-off) in ``k`` parts, the calling thread's and the
-    helpers', each part reading its row of ``words_of()``; False where the helpers are not
-    the hand-off's (this platform has none)."""
+    helpers', each part reading its row of ``words_of()``, with single-threaded BLAS
+    meanwhile; False where the helpers are not the hand-off's (this platform has none)."""
     with Parts.lock:
         handoff = _listed(threads)
         if handoff is None:
@@ -754,8 +762,8 @@ def _run_jobs(threads: int, k: int, job: int, words_of: Callable[[], np.ndarray]
             raise ValueError(f"expected {k} C-contiguous rows of int64 words, got "
                              f"{words.shape[0]} of {words.dtype}")
         kernels = _kernels()
-        kernels.run_jobs(handoff.states, handoff.jobs, handoff.helpers, kernels.JOB_THREAD, job,
-                         words)
+        kernels.run_jobs(handoff.states, handoff.jobs, handoff.helpers, kernels.JOB_THREAD,
+                         handoff.set_local_at, job, words)
     return True
 
 

@@ -27,7 +27,7 @@ if parts_mod._handoff() is None:  # pragma: no cover - another platform, or no O
     pytest.skip("the hand-off needs Linux, numba's compiler and NumPy's OpenBLAS with "
                 "openblas_set_threads_callback_function", allow_module_level=True)
 
-from memgrad._kernels import handoff, jobs  # noqa: E402
+from memgrad._kernels import activation, handoff, jobs  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -199,8 +199,8 @@ def test_a_process_that_loads_the_compiled_hand_off_runs_parts_on_threads_of_its
             "parts.in_parts(4, parts.PARTS_MIN_MACS, lambda lo, hi: None); "
             "h = parts.Parts.handoff; x = np.arange(-6.0, 6.0); out = np.empty_like(x); "
             "words = jobs.run_kernel(h.states, h.jobs, h.helpers, handoff.JOB_THREAD, "
-            "jobs.KERNEL_JOB, jobs.KERNEL_INDEX[activation.relu_into], x, x, out, 0.0, 0, "
-            "12, 1, 3); "
+            "h.set_local_at, jobs.KERNEL_JOB, jobs.KERNEL_INDEX[activation.relu_into], "
+            "x, x, out, 0.0, 0, 12, 1, 3); "
             "print(np.array_equal(out, np.maximum(x, 0)), len(set(words[:, -1].tolist())))")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="2", NUMBA_CACHE_DIR=str(tmp_path))
     for _ in range(2):  # the first compiles and caches, the second loads
@@ -208,6 +208,25 @@ def test_a_process_that_loads_the_compiled_hand_off_runs_parts_on_threads_of_its
                              text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-2000:]
         assert out.stdout.split() == ["True", "3"]
+
+
+def test_the_compiled_thread_count_and_a_job_leave_the_blas_count_as_it_was(blas_threads):
+    # blas_threads reads the calling thread's count in one compiled call; run_jobs sets it
+    # to one for the job (a part that calls BLAS on the calling thread runs it whole, as
+    # OpenBLAS runs it inside its own jobs) and back after
+    set_local = parts_mod._set_local()
+    x = np.arange(-8.0, 8.0)
+    out = np.empty_like(x)
+    for n in (1, 2, 3):
+        with _blas(n):
+            assert handoff.blas_threads(blas_threads.set_local_at) == n
+            words = jobs.run_kernel(blas_threads.states, blas_threads.jobs, blas_threads.helpers,
+                                    handoff.JOB_THREAD, blas_threads.set_local_at,
+                                    jobs.KERNEL_JOB, jobs.KERNEL_INDEX[activation.relu_into],
+                                    x, x, out, 0.0, 0, 16, 1, 2)
+            assert words.shape == (2, jobs.JOB_WORDS)
+            np.testing.assert_array_equal(out, np.maximum(x, 0))
+            assert set_local(n) == n
 
 
 @pytest.mark.parametrize("helper", [handoff.NONE, handoff.PART])
@@ -315,9 +334,9 @@ def test_products_as_jobs_do_not_depend_on_the_split_and_use_both_threads(blas_t
         out = _job_out(form, a, b)
         row = parts_mod.product_words(a, b, out, form, block)
         words = handoff.product_parts(row, k, batch)
-        with _blas(1):
-            handoff.run_jobs(blas_threads.states, blas_threads.jobs, blas_threads.helpers,
-                             handoff.JOB_THREAD, handoff.PRODUCTS_JOB, words)
+        handoff.run_jobs(blas_threads.states, blas_threads.jobs, blas_threads.helpers,
+                         handoff.JOB_THREAD, blas_threads.set_local_at, handoff.PRODUCTS_JOB,
+                         words)
         outs.append(out)
         threads.append(set(words[:, handoff.W_THREAD].tolist()))
     assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
@@ -600,7 +619,7 @@ def _check_kernel_job(blas_threads, index, dtype):
                                   params.get("causal", 0), rows // block, block, k)
         assert words.shape == (k, jobs.JOB_WORDS)
         handoff.run_jobs(blas_threads.states, blas_threads.jobs, blas_threads.helpers,
-                         handoff.JOB_THREAD, jobs.KERNEL_JOB, words)
+                         handoff.JOB_THREAD, blas_threads.set_local_at, jobs.KERNEL_JOB, words)
         np.testing.assert_array_equal(out, want)
         assert len(set(words[:, jobs.W_THREAD].tolist())) == k and 0 not in words[:, -1]
 
