@@ -165,6 +165,13 @@ class Optimizer:
         """Update the array ``p`` in place from its gradient ``g``."""
         raise NotImplementedError(f"{type(self).__name__} does not define _update")
 
+    def _update_group(self, params: list[Tensor], group: dict[str, Any]) -> None:
+        """Update ``params``, the parameters of ``group`` that have a gradient of their
+        shape, in place: ``_update`` on each (an optimizer may update them all at once)."""
+        for p in params:
+            self._update(p._data, p.grad._data, group, self.state.setdefault(p, {}))
+            p._bump_version()
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients of every parameter: set ``.grad`` to None (the default) or
         fill it with zeros in place."""
@@ -195,6 +202,7 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            params = []
             for p in group["params"]:
                 grad = p.grad
                 if grad is None:
@@ -205,8 +213,8 @@ class Optimizer:
                         f"gradient of shape {grad.shape}; .grad must have the parameter's "
                         "shape"
                     )
-                self._update(p._data, grad._data, group, self.state.setdefault(p, {}))
-                p._bump_version()
+                params.append(p)
+            self._update_group(params, group)
         return loss
 
     def state_dict(self) -> dict[str, Any]:

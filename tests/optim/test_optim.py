@@ -417,6 +417,57 @@ def test_adam_one_pass_update_equals_the_per_operation_update_bit_for_bit(
         np.testing.assert_array_equal(f, p, err_msg=f"step {step}")
 
 
+@pytest.mark.parametrize("make", [
+    lambda ps: optim.Adam(ps, lr=0.01),
+    lambda ps: optim.Adam(ps, lr=0.01, weight_decay=0.1),
+    lambda ps: optim.AdamW(ps, lr=0.01, weight_decay=0.1),
+    lambda ps: optim.AdamW(ps, lr=0.01, weight_decay=0.1, amsgrad=True),
+], ids=["adam", "adam-l2", "adamw", "adamw-amsgrad"])
+def test_adam_over_a_group_in_one_call_equals_one_call_a_parameter_bit_for_bit(make,
+                                                                              monkeypatch):
+    """A group's step in one compiled call (NOTE [ One call for a group's Adam steps ]): float32
+    and float64 parameters, one of them skipped at some steps (so the step counts differ), a
+    transposed one (which the one-pass kernel does not take) and a 0-d one, against the
+    step taken one parameter at a time."""
+    from memgrad.optim import adam
+
+    rng = np.random.default_rng(21)
+    shapes = [(5, 7), (3,), (), (4, 6), (130,)]
+    dtypes = [np.float32, np.float64, np.float32, np.float32, np.float64]
+    p0 = [rng.standard_normal(s).astype(d) for s, d in zip(shapes, dtypes)]
+    grads = [[rng.standard_normal(s).astype(d) for s, d in zip(shapes, dtypes)]
+             for _ in range(STEPS)]
+
+    def run():
+        ps = [mg.tensor(a.copy(), requires_grad=True) for a in p0]
+        ps[3] = mg.tensor(p0[3].T.copy().T, requires_grad=True)  # F-ordered: NumPy's path
+        opt = make(ps)
+        out = []
+        for step, gs in enumerate(grads):
+            for i, (p, g) in enumerate(zip(ps, gs)):
+                p.grad = None if (i == 1 and step % 3 == 1) else mg.tensor(g)
+            opt.step()
+            out.append([p.numpy().copy() for p in ps])
+        return out
+
+    calls = []
+    many = adam._multi_tensor()
+    if many is None:  # pragma: no cover - NUMBA_DISABLE_JIT=1: one parameter at a time
+        pytest.skip("the group's call needs numba's compiler")
+    real = many.adam_update_params
+    monkeypatch.setattr(many, "adam_update_params",
+                        lambda table, *rest: calls.append(len(table)) or real(table, *rest))
+    grouped = run()
+    skipped = sum(1 for step in range(STEPS) if step % 3 == 1)
+    assert calls and sum(calls) == 4 * STEPS - skipped  # all but the F-ordered one
+    monkeypatch.setattr(adam.Adam, "_update_group", adam.Optimizer._update_group)
+    one_by_one = run()
+    for step, (a, b) in enumerate(zip(grouped, one_by_one)):
+        for x, y in zip(a, b):
+            assert x.dtype == y.dtype
+            np.testing.assert_array_equal(x, y, err_msg=f"step {step}")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_sgd_step_in_parts_equals_numpys_two_ufuncs(monkeypatch, dtype, threads):
