@@ -1,7 +1,7 @@
 """Self-attention's forward and backward as one job of the hand-off per part (NOTE [ Fused
 self-attention as jobs ] in memgrad/ops/nn.py): ``ATTENTION_JOB`` runs the (sample, head)
 pairs of one part, described by a row of ``ATTENTION_WORDS`` int64 words, without the GIL,
-on the calling thread and on the helpers at once (through ``handoff.blas_callback``, as
+on the calling thread and on the helpers at once (through ``handoff.run_jobs``, as
 ``handoff.PRODUCTS_JOB``).
 
 For each pair of its part, the forward (``A_KIND`` 0) computes the scores ``q k^T`` into the

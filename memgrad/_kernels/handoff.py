@@ -9,17 +9,22 @@ a futex (Linux), so that an idle process uses no CPU. ``post`` hands a slot a Py
 OpenBLAS's jobs, which the helper runs inside ``serve``. A job no helper can take (more jobs
 than helpers, or none alive, as in a forked child) runs on a thread of its own, made and
 joined for that call: OpenBLAS's jobs of one product wait for each other, so they must all
-run at once.
+run at once. memgrad's own jobs take the same path through ``run_jobs``, one compiled call
+from Python (the callback through ctypes, and any Python on the way, ran on a cold cache
+right after a large product and cost tens of microseconds there).
 
 ``PRODUCTS_JOB`` is a job of that kind for memgrad's own use: a batch of matrix products, one
 ``cblas_?gemm`` call per matrix (or per block of rows of a causal product), described by one
-row of ``PRODUCT_WORDS`` int64 words per part; run through ``blas_callback``, its parts reach the
+row of ``PRODUCT_WORDS`` int64 words per part; run through ``run_jobs``, its parts reach the
 helpers without the GIL. ``ADDMM_JOB`` is another: a linear layer's ``bias + x @ w`` in parts
 of the output's rows, each part the bias written into its rows and one ``cblas_?gemm`` that
 adds its rows' product (a row of ``ADDMM_WORDS`` words per part).
 
 Nothing here imports memgrad. The functions need numba's compiler (they are infrastructure,
-not kernels: with ``NUMBA_DISABLE_JIT=1`` memgrad does not use them).
+not kernels: with ``NUMBA_DISABLE_JIT=1`` memgrad does not use them). An address they call
+(a job, ``JOB_THREAD``, OpenBLAS's functions) is an argument, never a module global: a
+function compiled with ``cache=True`` keeps a global's value from the process that compiled
+it.
 """
 
 import platform

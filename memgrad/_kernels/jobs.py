@@ -1,7 +1,7 @@
 """The element-wise and row kernels of an op in parts as jobs of the hand-off (NOTE [ Kernels
 as jobs ] in memgrad/ops/parts.py): one compiled job, ``KERNEL_JOB``, runs the part of one
 kernel call that a row of ``JOB_WORDS`` int64 words describes, without the GIL, on the
-calling thread and on the helpers at once (through ``handoff.blas_callback``, as
+calling thread and on the helpers at once (through ``handoff.run_jobs``, as
 ``handoff.PRODUCTS_JOB``).
 
 A row's words: the kernel (an index into ``KERNELS``), whether the arrays are float64 (else

@@ -1,7 +1,7 @@
 """Layer normalization's kernels in parts as jobs of the hand-off (NOTE [ Layer norm as jobs ]
 in memgrad/ops/nn.py): one compiled job, ``NORM_JOB``, runs one part of the rows of one
 kernel call, described by a row of ``NORM_WORDS`` int64 words, without the GIL, on the
-calling thread and on the helpers at once (through ``handoff.blas_callback``, as
+calling thread and on the helpers at once (through ``handoff.run_jobs``, as
 ``handoff.PRODUCTS_JOB``).
 
 The kinds: ``FORWARD`` (``norm.layer_norm_forward_into``), ``BACKWARD``

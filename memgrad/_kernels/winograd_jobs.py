@@ -1,7 +1,7 @@
 """The Winograd convolution's loops over the batch as jobs of the hand-off (NOTE [ Winograd
 convolution as jobs ] in memgrad/ops/conv.py): one compiled job, ``WINOGRAD_JOB``, runs one
 part of the batch, described by a row of ``WINOGRAD_WORDS`` int64 words, without the GIL, on
-the calling thread and on the helpers at once (through ``handoff.blas_callback``, as
+the calling thread and on the helpers at once (through ``handoff.run_jobs``, as
 ``handoff.PRODUCTS_JOB``).
 
 A part of the forward (``W_KIND`` 0), for each of its samples: ``winograd_input`` of the

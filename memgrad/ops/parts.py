@@ -78,47 +78,51 @@ other; a forked child gives OpenBLAS its own threads back until it makes its hel
 ``MEMGRAD_BLAS_HANDOFF=0`` in the environment keeps the two sets apart.
 
 NOTE [ Products as jobs ]
-A part of ``in_parts`` is Python: a helper takes the GIL to run it, and gives it back at each
-NumPy call. For a batch of small products (attention's per-head matrices, 64 products of
-64x64x16 in the ``train`` model) the turns of the GIL between the two threads cost more than
-the second core saves: a causal product of 84 us ran in 81 us in two parts, the helper's part
-starting 23 us after the call. ``products_in_parts`` runs such a batch as one of OpenBLAS's
-kind of jobs instead (``PRODUCTS_JOB`` in memgrad/_kernels/handoff.py, through the threads
-callback): each part is a row of words (addresses, strides, leading dimensions, the form of
-NOTE [ Causal products ] in ops/nn.py), checked and written here from the arrays, and the
-job calls ``cblas_?gemm`` once per matrix (per row block of a causal form) with those words,
-without the GIL, on the calling thread and on the helpers at once. The same product ran in
-43 us (35 us for either half alone). Each matrix is one call with the arguments NumPy's
-matmul passes, so the values do not depend on the split. It needs the hand-off (else, or for
-operands BLAS cannot take as they lie, the caller runs its NumPy path) and takes the parts'
-lock and one BLAS thread per part, as ``in_parts``. The words of a layout (the operands'
-shapes, strides and dtype, the form: all but the addresses) are checked and made once and
-kept, and the addresses come from one compiled call (``handoff.addresses``; NumPy's
-``ctypes.data`` makes a ctypes object per array): a tiny batch of products as jobs took
-37 us a call in all before, 13.5 after, of which the hand-off itself is some 6 (medians of
-500 calls, Intel model 207).
+A part of ``in_parts`` is Python: a helper takes the GIL to run it, and gives it back at
+each NumPy call. For a batch of small products (attention's per-head matrices, 64 products
+of 64x64x16 in the ``train`` model) the turns of the GIL between the two threads cost more
+than the second core saves: a causal product of 84 us ran in 81 us in two parts, the
+helper's part starting 23 us after the call. ``products_in_parts`` runs such a batch as one
+of OpenBLAS's kind of jobs instead (``PRODUCTS_JOB`` in memgrad/_kernels/handoff.py, through
+``handoff.run_jobs``, the threads callback's work in one compiled call): each part is a row
+of words (addresses, strides, leading dimensions, the form of NOTE [ Causal products ] in
+ops/nn.py), checked and written here from the arrays, and the job calls ``cblas_?gemm`` once
+per matrix (per row block of a causal form) with those words, without the GIL, on the
+calling thread and on the helpers at once. The same product ran in 43 us (35 us for either
+half alone). Each matrix is one call with the arguments NumPy's matmul passes, so the values
+do not depend on the split. It needs the hand-off (else, or for operands BLAS cannot take as
+they lie, the caller runs its NumPy path) and takes the parts' lock and one BLAS thread per
+part, as ``in_parts``. The words of a layout (the operands' shapes, strides and dtype, the
+form: all but the addresses) are checked and made once and kept, and the addresses come from
+one compiled call (``handoff.addresses``; NumPy's ``ctypes.data`` makes a ctypes object per
+array): a tiny batch of products as jobs took 37 us a call in all before, 13.5 after, of
+which the hand-off itself is some 6 (medians of 500 calls, Intel model 207).
 
 NOTE [ Kernels as jobs ]
 The element-wise and row kernels of an op in parts (relu, GELU, float32 exp and their
 backward kernels, attention's softmax forward and backward, the row softmax and log_softmax
-forward and backward: NOTE [ Row parts ] in ops/nn.py; SGD's step in optim/sgd.py)
-run the same way where the hand-off is set up: ``kernel_as_jobs`` checks the arrays (one
-float dtype, C-contiguous, of the op's size, the output apart from the inputs or one of
-them itself), writes one row of words per part (the kernel, the part's rows, the arrays'
-addresses, the softmax's scale and causal block) and runs ``KERNEL_JOB``
-(memgrad/_kernels/jobs.py) through the threads callback: each part is one call of the
-kernel on its rows, without the GIL, so the result is the one of a single call, whatever the
-split. A Python part cost some 50 us of hand-over per op (the helper woken, then waiting for
-the GIL, and the caller waiting for it back); as jobs, at ``memgrad train``'s sizes, the
-attention softmax took 325 against 391 us a call, its backward 116 against 187, and a
-GELU 362 against 420 (medians of 300 calls, Intel model 207). Without the hand-off (or with
-``NUMBA_DISABLE_JIT=1``), or for arrays the job declines, ``kernel_in_parts`` runs the
-kernels as Python parts of ``in_parts``. As for the products, the addresses come from one
-compiled call and the words are one small array built at once: a kernel as jobs on a tiny
-array took 42 us a call in all before, 13.5 after. So kernels run as jobs from
-``KERNEL_JOB_MIN_MACS``, half the ``PARTS_MIN_MACS`` of a Python part: at nanoGPT's
-smallest sizes (65,536 elements) a float32 GELU took 73 against 105 us, its backward 89
-against 143 (Intel model 167).
+forward and backward: NOTE [ Row parts ] in ops/nn.py; SGD's step in optim/sgd.py) run the
+same way where the hand-off is set up: ``kernel_as_jobs`` checks the arrays' dtypes, and one
+compiled call (``jobs.run_kernel``) checks the rest (C-contiguous, of the op's size, the
+output apart from the inputs or one of them itself), writes one row of words per part (the
+kernel, the part's rows, the arrays' addresses, the softmax's scale and causal block) and
+runs ``KERNEL_JOB`` (memgrad/_kernels/jobs.py) through ``handoff.run_jobs``: each part is
+one call of the kernel on its rows, without the GIL, so the result is the one of a single
+call, whatever the split. A Python part cost some 50 us of hand-over per op (the helper
+woken, then waiting for the GIL, and the caller waiting for it back); as jobs, at ``memgrad
+train``'s sizes, the attention softmax took 325 against 391 us a call, its backward 116
+against 187, and a GELU 362 against 420 (medians of 300 calls, Intel model 207). Without the
+hand-off (or with ``NUMBA_DISABLE_JIT=1``), or for arrays the job declines,
+``kernel_in_parts`` runs the kernels as Python parts of ``in_parts``. As for the products,
+the addresses come from one compiled call and the words are one small array built at once: a
+kernel as jobs on a tiny array took 42 us a call in all before, 13.5 after. The Python
+around a job matters most right after a large product, whose operands push the interpreter's
+own data out of the caches: there it ran five times slower than in a loop, and a relu job
+after W1's product took 122 us with its words made in Python and the callback called through
+ctypes, 91-100 with ``run_kernel`` (docs/performance.md, "Jobs in one compiled call"). So
+kernels run as jobs from ``KERNEL_JOB_MIN_MACS``, half the ``PARTS_MIN_MACS`` of a Python
+part: at nanoGPT's smallest sizes (65,536 elements) a float32 GELU took 73 against 105 us,
+its backward 89 against 143 (Intel model 167).
 
 NOTE [ A linear layer's bias in parts of its rows ]
 ``addmm`` (NOTE [ A linear layer's bias first ] in ops/nn.py) writes the bias into the
