@@ -678,9 +678,10 @@ def kernel_as_jobs(kernel: Callable, blocks: int, rows_per_block: int, macs: int
     k = min(threads, blocks)
     jobs = _jobs()
     index = jobs.KERNEL_INDEX.get(kernel)
+    if k < 2 or index is None or not 1 <= len(inputs) <= 2 or out.__class__ is not np.ndarray:
+        return False
     dtype = out.dtype
-    if k < 2 or index is None or not 1 <= len(inputs) <= 2 or dtype not in _BLAS_DTYPES \
-            or not out.flags.writeable:
+    if dtype not in _BLAS_DTYPES or not out.flags.writeable:
         return False
     for a in inputs:
         if a.__class__ is not np.ndarray or a.dtype != dtype:

@@ -707,6 +707,8 @@ def test_kernels_as_jobs_decline_what_the_job_cannot_take(blas_threads, monkeypa
     buf = np.concatenate([g[0], g[1]])
     assert not run(relu_b, 64, 1, big, (buf[:64], y), buf[8:72])  # out overlaps an input
     assert not run(activation.relu, 64, 1, big, (y,), out)  # not a job's kernel
+    assert not run(relu_b, 64, 1, big, (list(g[0]), y), out)  # not an array
+    assert not run(relu_b, 64, 1, big, (g[0], y), list(out))
     frozen = out.copy()
     frozen.flags.writeable = False
     assert not run(relu_b, 64, 1, big, (g[0], y), frozen)
