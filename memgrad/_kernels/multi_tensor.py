@@ -2,14 +2,14 @@
 over a parameter group, each parameter's update ``optim.adam_update`` itself, called on the
 arrays that a row of addresses points at.
 
-A row of ``table`` (int64) holds the addresses of one parameter's ``p``, ``g``, ``m``, ``v``
-and ``vmax`` (``p``'s where there is no AMSGrad maximum) and their common size; each array
-C-contiguous, of the dtype of ``coefs``. A row of ``coefs`` holds that parameter's scalars
-in its dtype, in ``COEFS`` order: the decay, ``beta1``, ``1 - beta1``, ``beta2``,
-``1 - beta2``, ``eps``, the bias correction ``sqrt(1 - beta2**step)`` and the step size
-``lr / (1 - beta1**step)``. The update of each parameter is ``adam_update``'s with those
+A row of ``table`` (int64, six words) holds the addresses of one parameter's ``p``, ``g``,
+``m``, ``v`` and ``vmax`` (``p``'s where there is no AMSGrad maximum) and their common size;
+each array C-contiguous, of the dtype of ``coefs``. A row of ``coefs`` (eight scalars) holds
+that parameter's scalars in its dtype, in this order: the decay, ``beta1``, ``1 - beta1``,
+``beta2``, ``1 - beta2``, ``eps``, the bias correction ``sqrt(1 - beta2**step)`` and the step
+size ``lr / (1 - beta1**step)``. The update of each parameter is ``adam_update``'s with those
 scalars, so it equals that call bit for bit. The caller writes the addresses from the arrays
-(``param_row``); nothing here checks them.
+(``param_row``); the kernel checks the tables' shapes, not the addresses.
 
 Nothing here imports memgrad. It needs numba's compiler (with ``NUMBA_DISABLE_JIT=1`` the
 optimizer updates one parameter at a time).
@@ -20,10 +20,7 @@ from numba import carray, njit
 from memgrad._kernels.handoff import f32_at, f64_at
 from memgrad._kernels.optim import adam_update
 
-__all__ = ["COEFS", "ROW", "param_row", "adam_update_params"]
-
-COEFS = 8  # the scalars of a parameter's row of coefs
-ROW = 6  # the words of a parameter's row of table: five addresses and the size
+__all__ = ["param_row", "adam_update_params"]
 
 
 @njit(cache=True, nogil=True)
@@ -38,7 +35,10 @@ def param_row(p, g, m, v, vmax):
 @njit(cache=True, nogil=True, error_model="numpy")
 def adam_update_params(table, coefs, decay_mode, amsgrad):
     """``adam_update`` on each parameter that a row of ``table`` points at, with the scalars
-    of the same row of ``coefs`` (float32 or float64: the parameters' dtype)."""
+    of the same row of ``coefs`` (float32 or float64: the parameters' dtype); ValueError for
+    tables of other shapes."""
+    if table.shape[1] != 6 or coefs.shape[1] != 8 or coefs.shape[0] != table.shape[0]:
+        raise ValueError("adam_update_params: expected a table (N, 6) and coefs (N, 8)")
     for i in range(table.shape[0]):
         n = table[i, 5]
         c = coefs[i]

@@ -201,9 +201,9 @@ def _decay_mode(group: dict[str, Any], decoupled: bool) -> int:
 
 
 def _coefs(group: dict[str, Any], decoupled: bool, step: int, dtype: np.dtype) -> np.ndarray:
-    """The scalars of ``adam_update`` for step ``step`` in ``dtype``, in the order of
-    ``multi_tensor.COEFS``: each rounded once from its Python float, as NumPy's ufuncs round
-    a Python scalar for an array of that dtype."""
+    """The scalars of ``adam_update`` for step ``step`` in ``dtype``, in the order of a row
+    of ``multi_tensor.adam_update_params``'s coefs: each rounded once from its Python float,
+    as NumPy's ufuncs round a Python scalar for an array of that dtype."""
     lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
     beta1, beta2 = group["betas"]
     mode = _decay_mode(group, decoupled)

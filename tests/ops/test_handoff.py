@@ -567,7 +567,7 @@ def test_addmm_parts_checks_shapes_and_row_bounds():
 def _kernel_case(kernel, dtype):
     """(inputs, keyword parameters, the one-call result) of a kernel of ``jobs.KERNELS`` on
     12 causal matrices of 8 x 8 (rows of 8 for the row kernels, 768 elements for the others)."""
-    from memgrad._kernels import activation, loss, optim, softmax
+    from memgrad._kernels import loss, optim, softmax
 
     rng = np.random.default_rng(7)
     x = (3 * rng.standard_normal((96, 8))).astype(dtype)
@@ -648,7 +648,6 @@ def test_a_gelu_of_the_jobs_threshold_runs_as_jobs_and_a_smaller_one_whole(blas_
                                                                           approximate):
     # 65,536 float32 elements at 64 multiply-adds each: KERNEL_JOB_MIN_MACS, nanoGPT's
     # smallest MLP; half of them run in one call on the calling thread
-    from memgrad._kernels import activation
     from memgrad.ops import nn as nn_ops
 
     assert 65536 * nn_ops._GELU_COST == parts_mod.KERNEL_JOB_MIN_MACS
@@ -688,8 +687,6 @@ def test_an_sgd_step_of_the_jobs_threshold_runs_as_jobs_and_a_smaller_one_whole(
 
 
 def test_kernels_as_jobs_decline_what_the_job_cannot_take(blas_threads, monkeypatch):
-    from memgrad._kernels import activation
-
     monkeypatch.setattr(parts_mod, "PARTS_MIN_MACS", 0)
     monkeypatch.setattr(parts_mod, "KERNEL_JOB_MIN_MACS", 0)
     rng = np.random.default_rng(8)

@@ -468,6 +468,19 @@ def test_adam_over_a_group_in_one_call_equals_one_call_a_parameter_bit_for_bit(m
             np.testing.assert_array_equal(x, y, err_msg=f"step {step}")
 
 
+def test_adam_over_a_group_checks_its_tables():
+    from memgrad.optim import adam
+
+    many = adam._multi_tensor()
+    if many is None:  # pragma: no cover - NUMBA_DISABLE_JIT=1
+        pytest.skip("the group's call needs numba's compiler")
+    for table, coefs in ((np.zeros((1, 5), np.int64), np.zeros((1, 8), np.float32)),
+                         (np.zeros((1, 6), np.int64), np.zeros((1, 7), np.float32)),
+                         (np.zeros((2, 6), np.int64), np.zeros((1, 8), np.float32))):
+        with pytest.raises(ValueError, match="expected a table"):
+            many.adam_update_params(table, coefs, 0, False)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_sgd_step_in_parts_equals_numpys_two_ufuncs(monkeypatch, dtype, threads):
