@@ -23,7 +23,10 @@ bits of a float64, whether the mask is causal, the addresses of the part's scrat
 ``p``, ``dw`` and ``ds`` (T, T) each, the address of the phases' rows ((2, PRODUCT_WORDS)
 forward: scores, output; (5, PRODUCT_WORDS) backward: scores, value, ``dw``, query and key
 gradients); last, the id of the thread that ran the part. The job checks nothing: its caller
-checks the arrays and makes the phases' rows from them.
+checks the arrays' layout once and keeps the phases' rows as offsets from the arrays' starts
+(NOTE [ Attention's job rows by layout ] in memgrad/ops/nn.py), and ``part_words`` makes
+each call's rows, the parts' scratch included, from those and the arrays, in one compiled
+call.
 
 Nothing here imports memgrad. The job needs numba's compiler (with ``NUMBA_DISABLE_JIT=1``
 memgrad runs the op's separate products and softmax kernels).
@@ -57,7 +60,8 @@ from memgrad._kernels.softmax import (
 
 __all__ = ["ATTENTION_WORDS", "ATTENTION_JOB", "A_KIND", "A_DOUBLE", "A_LO", "A_HI",
            "A_HEADS", "A_T", "A_SCALE", "A_CAUSAL", "A_S", "A_P", "A_DW", "A_DS", "A_PHASES",
-           "A_THREAD", "FORWARD", "BACKWARD", "PHASES"]
+           "A_THREAD", "FORWARD", "BACKWARD", "PHASES", "QKV", "OUT", "G", "SCRATCH",
+           "part_words"]
 
 FORWARD, BACKWARD = 0, 1
 PHASES = (2, 5)  # the product phases of the forward and of the backward
@@ -66,6 +70,10 @@ PHASES = (2, 5)  # the product phases of the forward and of the backward
 (A_KIND, A_DOUBLE, A_LO, A_HI, A_HEADS, A_T, A_SCALE, A_CAUSAL, A_S, A_P, A_DW, A_DS,
  A_PHASES, A_THREAD) = range(14)
 ATTENTION_WORDS = 14
+
+# the arrays an operand of a phase lies in (``part_words``'s ``bases_of``): the stacked
+# queries, keys and values, the op's output, the output gradient, the part's own scratch
+QKV, OUT, G, SCRATCH = range(4)
 
 
 @njit(nogil=True, cache=True)
@@ -94,6 +102,57 @@ def _run(w, phases, s, p, dw, ds):
         scaled_softmax_backward_into(dw, p, scale, ds)
         _phase(phases[3], n, h)  # dq = ds k
         _phase(phases[4], n, h)  # dk = ds^T q
+
+
+@njit(nogil=True, cache=True)
+def part_words(template, bases_of, qkv, out, g, ends, forward, heads, scale_bits, causal):
+    """The rows of ``ATTENTION_WORDS`` words of the parts ``[ends[j], ends[j + 1])`` of the
+    (sample, head) pairs, with what they point to: ``(words, phases, scratch)``, the last two
+    to be kept alive until the job has run. ``template`` holds the phases' rows of product
+    words with each operand's address (words ``W_A``, ``W_B``, ``W_C``) as an offset from
+    the start of the array it lies in, ``bases_of`` (one row a phase) which array that is:
+    ``QKV``, ``OUT``, ``G`` or ``SCRATCH``, part j's four (T, T) matrices in
+    ``scratch[j]``. ``qkv`` (N, T, 3E), ``out`` and ``g`` are the op's arrays (``g`` any
+    array in the forward); ``scale_bits`` is the softmax's scale as the bits of a float64.
+    Nothing here checks a layout: the template was made from arrays of the same shapes,
+    strides and dtype, whose words ``product_words`` checked.
+
+    Example:
+        >>> words, phases, scratch = part_words(np.zeros((2, PRODUCT_WORDS), np.int64),
+        ...     np.full((2, 3), QKV), np.zeros((1, 3, 12)), np.zeros((1, 3, 4)),
+        ...     np.zeros((1, 3, 4)), np.array([0, 1, 2]), True, 2, 0, True)
+        >>> words.shape, phases.shape, scratch.shape
+        ((2, 14), (2, 2, 27), (2, 4, 3, 3))
+    """
+    k = ends.shape[0] - 1
+    t = qkv.shape[1]
+    p, nw = template.shape
+    scratch = np.empty((k, 4, t, t), qkv.dtype)
+    phases = np.empty((k, p, nw), np.int64)
+    words = np.zeros((k, ATTENTION_WORDS), np.int64)
+    base = np.empty(4, np.int64)
+    base[QKV], base[OUT], base[G] = qkv.ctypes.data, out.ctypes.data, g.ctypes.data
+    matrix = t * t * qkv.itemsize
+    for j in range(k):
+        own = scratch.ctypes.data + j * 4 * matrix
+        base[SCRATCH] = own
+        for i in range(p):
+            for w in range(nw):
+                phases[j, i, w] = template[i, w]
+            phases[j, i, W_A] += base[bases_of[i, 0]]
+            phases[j, i, W_B] += base[bases_of[i, 1]]
+            phases[j, i, W_C] += base[bases_of[i, 2]]
+        row = words[j]
+        row[A_KIND] = FORWARD if forward else BACKWARD
+        row[A_DOUBLE] = qkv.itemsize == 8
+        row[A_LO], row[A_HI] = ends[j], ends[j + 1]
+        row[A_HEADS], row[A_T] = heads, t
+        row[A_SCALE] = scale_bits
+        row[A_CAUSAL] = causal
+        row[A_S], row[A_P] = own, own + matrix
+        row[A_DW], row[A_DS] = own + 2 * matrix, own + 3 * matrix
+        row[A_PHASES] = phases.ctypes.data + j * p * nw * 8
+    return words, phases, scratch
 
 
 @cfunc(types.void(types.int32, types.voidptr, types.int32), cache=True)

@@ -1348,13 +1348,14 @@ def _blocks_of(causal: bool, length: int) -> int:
 # (sample, head) pairs, ``ATTENTION_JOB`` (memgrad/_kernels/attention_jobs.py), rather than
 # as two or five products as jobs and one or two softmax kernels as jobs, each a hand-off
 # and a round of Python: for each pair the job runs the same BLAS calls (the products'
-# rows of words, made here by ``parts.product_words``, with the part's own (T, T) scratch
-# for the scores, weights and their gradients in place of the (N, H, T, T) arrays) and the
-# same softmax kernels, so its results are those of the separate products and kernels as
-# jobs, bit for bit, whatever the split. The scratch of a pair stays in cache for the
-# pair's next phase. Below ``ATTENTION_JOB_MIN_MACS`` multiply-adds, with one BLAS thread,
-# without the hand-off (or with ``NUMBA_DISABLE_JIT=1``), or for operands BLAS cannot take
-# as they lie, the op runs its separate products and kernels.
+# rows of words, made by ``parts.product_words`` once per layout, NOTE [ Attention's job
+# rows by layout ], with the part's own (T, T) scratch for the scores, weights and their
+# gradients in place of the (N, H, T, T) arrays) and the same softmax kernels, so its
+# results are those of the separate products and kernels as jobs, bit for bit, whatever
+# the split. The scratch of a pair stays in cache for the pair's next phase. Below
+# ``ATTENTION_JOB_MIN_MACS`` multiply-adds, with one BLAS thread, without the hand-off (or
+# with ``NUMBA_DISABLE_JIT=1``), or for operands BLAS cannot take as they lie, the op runs
+# its separate products and kernels.
 
 # multiply-adds from which self-attention runs as one job per part (NOTE [ Fused
 # self-attention as jobs ]): those from which its products run as jobs
@@ -1374,9 +1375,53 @@ def _repeated(a: np.ndarray, batch: tuple) -> np.ndarray:
     return np.ndarray(batch + a.shape, a.dtype, a, 0, (0,) * len(batch) + a.strides)
 
 
-# the phases of ATTENTION_JOB whose operand a (word W_A) or c (W_C) is the part's scratch
-_SCRATCH_OPERANDS = {True: ((0, "c"), (1, "a")),
-                     False: ((0, "c"), (1, "a"), (2, "c"), (3, "a"), (4, "a"))}
+# NOTE [ Attention's job rows by layout ]
+# The rows of product words of ATTENTION_JOB's phases depend on the arrays' addresses only
+# through where each operand lies in its array: for arrays of the same shapes, strides and
+# dtype (and the same heads and causal block) they differ by those arrays' start addresses.
+# ``_attention_layout`` makes them once per layout, with ``parts.product_words`` (which
+# checks them), and keeps each operand's address as an offset from the start of its array
+# (the stacked queries, keys and values, the op's output, the output gradient, or the
+# part's scratch); ``part_words`` (memgrad/_kernels/attention_jobs.py) adds the arrays'
+# addresses back, part by part, in one compiled call. The op's output and scratch are new
+# arrays of the op's own, so no operand can overlap the arrays it writes, which
+# ``product_words`` also checks. Making the rows for every call (two or five
+# ``product_words`` calls and a loop of Python) took some 0.1 ms a call in a small model's
+# step, on a cold cache (docs/performance.md, "Attention's job rows by layout").
+_ATTENTION_LAYOUTS: dict = {}
+_ATTENTION_LAYOUTS_KEPT = 64  # the layouts whose rows are kept
+
+
+def _attention_layout(qkv: np.ndarray, g: np.ndarray | None, out: np.ndarray, heads: int,
+                      block: int) -> tuple | None:
+    """The phases' rows of ATTENTION_JOB for the layout of ``qkv``, ``g`` and ``out``, each
+    operand's address an offset from the start of its array, and which array that is (NOTE
+    [ Attention's job rows by layout ]); None where the products cannot run as jobs."""
+    jobs = _attention_jobs()
+    n, t = qkv.shape[:2]
+    q, k, v = _qkv_heads(qkv, heads)
+    scratch = np.empty((4, t, t), qkv.dtype)
+    s, p, dw, ds = (_repeated(m, (n, heads)) for m in scratch)
+    qkv_, out_, g_, own = jobs.QKV, jobs.OUT, jobs.G, jobs.SCRATCH
+    if g is None:
+        plan = (((q, k, s, "abT"), (qkv_, qkv_, own)),
+                ((p, v, _split_heads(out, heads), "ab"), (own, qkv_, out_)))
+    else:
+        dq, dk, dv = _qkv_heads(out, heads)
+        gh = _split_heads(g, heads)
+        plan = (((q, k, s, "abT"), (qkv_, qkv_, own)), ((p, gh, dv, "aTb"), (own, g_, out_)),
+                ((gh, v, dw, "abT"), (g_, qkv_, own)), ((ds, k, dq, "ab"), (own, qkv_, out_)),
+                ((ds, q, dk, "aTb"), (own, qkv_, out_)))
+    rows = [parts.product_words(a, b, c, form, block) for (a, b, c, form), _ in plan]
+    if any(r is None for r in rows):
+        return None
+    template = np.array(rows, np.int64)
+    bases_of = np.array([bases for _, bases in plan], np.int64)
+    starts = {qkv_: qkv, out_: out, g_: qkv if g is None else g, own: scratch}
+    for i, bases in enumerate(bases_of):
+        for word, base in zip((jobs.W_A, jobs.W_B, jobs.W_C), bases):
+            template[i, word] -= starts[int(base)].ctypes.data
+    return template, bases_of
 
 
 def _attention_as_jobs(qkv: np.ndarray, g: np.ndarray | None, out: np.ndarray, heads: int,
@@ -1390,49 +1435,27 @@ def _attention_as_jobs(qkv: np.ndarray, g: np.ndarray | None, out: np.ndarray, h
     macs = pairs * t * t * d * (3 if forward else 7) // 2  # a full product, then halves
     if macs < ATTENTION_JOB_MIN_MACS or pairs < 2 or t == 0 or d == 0:
         return False
-    dtype = qkv.dtype
-    q, k, v = _qkv_heads(qkv, heads)
-    scratch = np.empty((4, t, t), dtype)  # part 0's; the other parts' are made in words_of
-    batch = (n, heads)
-    s, p, dw, ds = (_repeated(m, batch) for m in scratch)
-    if forward:
-        plan = ((q, k, s, "abT"), (p, v, _split_heads(out, heads), "ab"))
-    else:
-        dq, dk, dv = _qkv_heads(out, heads)
-        gh = _split_heads(np.asarray(g, dtype=dtype), heads)
-        plan = ((q, k, s, "abT"), (p, gh, dv, "aTb"), (gh, v, dw, "abT"), (ds, k, dq, "ab"),
-                (ds, q, dk, "aTb"))
-    rows = [parts.product_words(a, b, c, form, block) for a, b, c, form in plan]
-    if any(r is None for r in rows):
+    if not forward:
+        g = np.asarray(g, dtype=qkv.dtype)
+    key = (qkv.dtype, qkv.shape, qkv.strides, out.shape, out.strides,
+           None if forward else (g.shape, g.strides), heads, block)
+    layout = _ATTENTION_LAYOUTS.get(key, False)
+    if layout is False:  # NOTE [ Attention's job rows by layout ]
+        layout = _attention_layout(qkv, g, out, heads, block)
+        if len(_ATTENTION_LAYOUTS) >= _ATTENTION_LAYOUTS_KEPT:
+            _ATTENTION_LAYOUTS.clear()
+        _ATTENTION_LAYOUTS[key] = layout
+    if layout is None:
         return False
-    phases = np.array(rows, np.int64)
+    template, bases_of = layout
+    scale_bits = int(np.float64(scale).view(np.int64))
     kept: list = []
 
     def words_of(ends: list) -> np.ndarray:
-        from memgrad._kernels.handoff import W_A, W_C, addresses
-
-        jobs = _attention_jobs()
-        k = len(ends) - 1
-        words = np.zeros((k, jobs.ATTENTION_WORDS), np.int64)
-        more = np.empty((k - 1, 4, t, t), dtype)  # the other parts' scratch
-        all_phases = np.repeat(phases[None], k, axis=0)  # part j's, with its own scratch
-        kept.append((more, all_phases))
-        # the addresses from one compiled call (ctypes.data makes an object per array)
-        first, others, phases_at = addresses(scratch, more, all_phases)
-        matrix, size = t * t * scratch.itemsize, 4 * t * t * scratch.itemsize
-        for j, row in enumerate(words):
-            own = first if j == 0 else others + (j - 1) * size
-            for i, operand in _SCRATCH_OPERANDS[forward]:
-                all_phases[j, i, W_A if operand == "a" else W_C] += own - first
-            row[jobs.A_KIND] = jobs.FORWARD if forward else jobs.BACKWARD
-            row[jobs.A_DOUBLE] = dtype == np.float64
-            row[jobs.A_LO], row[jobs.A_HI] = ends[j], ends[j + 1]
-            row[jobs.A_HEADS], row[jobs.A_T] = heads, t
-            row[jobs.A_SCALE] = np.float64(scale).view(np.int64)
-            row[jobs.A_CAUSAL] = causal
-            for m, word in enumerate((jobs.A_S, jobs.A_P, jobs.A_DW, jobs.A_DS)):
-                row[word] = own + m * matrix
-            row[jobs.A_PHASES] = phases_at + j * all_phases[0].nbytes
+        words, *arrays = _attention_jobs().part_words(
+            template, bases_of, qkv, out, qkv if forward else g, np.array(ends, np.int64),
+            forward, heads, scale_bits, bool(causal))
+        kept.append(arrays)  # the phases' rows and the scratch, alive until the job is done
         return words
 
     return parts.batch_as_jobs(pairs, macs, lambda: _attention_jobs().ATTENTION_JOB, words_of,

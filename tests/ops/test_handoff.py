@@ -882,6 +882,38 @@ def test_self_attention_as_jobs_equals_its_separate_products_bit_for_bit(blas_th
         assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
+def test_self_attention_jobs_of_one_layout_point_at_each_calls_own_arrays(blas_threads,
+                                                                          monkeypatch):
+    # NOTE [ Attention's job rows by layout ]: the rows made for the first call of a layout
+    # serve later calls of the same layout with other arrays (here views at other offsets of
+    # larger buffers, with the same strides, and fresh arrays), which must each get their
+    # own values, bit for bit those of the separate products
+    from memgrad.ops import nn as nn_ops
+
+    monkeypatch.setattr(nn_ops, "_ATTENTION_LAYOUTS", {})
+    rng = np.random.default_rng(16)
+    n, t, heads, d = 3, 40, 2, 8
+    args = dict(heads=heads, causal=True, scale=0.37)
+    buffers = [rng.standard_normal((n + 2, t, 3 * heads * d), np.float32) for _ in range(2)]
+    grads = [rng.standard_normal((n + 1, t, heads * d), np.float32) for _ in range(2)]
+    cases = [(buffers[0][:n], grads[0][:n]), (buffers[0][2:], grads[0][1:]),
+             (buffers[1][1:n + 1], grads[1][1:]),
+             (rng.standard_normal((n, t, 3 * heads * d), np.float32),
+              rng.standard_normal((n, t, heads * d), np.float32))]
+
+    def run():
+        return [f for qkv, g in cases
+                for f in (nn_ops.self_attention.forward(qkv, **args),
+                          nn_ops.self_attention_backward.forward(g, qkv, **args))]
+
+    want, got, calls = _attention_both_ways(monkeypatch, run)
+    assert calls == [True] * 8
+    assert len(nn_ops._ATTENTION_LAYOUTS) == 2  # the forward's layout and the backward's
+    for a, b in zip(got, want):
+        assert np.array_equal(a, b)
+    assert not np.array_equal(got[0], got[2])  # the calls read their own arrays
+
+
 def test_attention_through_the_jobs_has_the_separate_values_and_gradients(blas_threads,
                                                                           monkeypatch):
     import memgrad as mg
