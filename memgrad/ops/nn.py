@@ -1433,7 +1433,7 @@ def _attention_as_jobs(qkv: np.ndarray, g: np.ndarray | None, out: np.ndarray, h
     pairs, d = n * heads, e3 // (3 * heads)
     forward = g is None
     macs = pairs * t * t * d * (3 if forward else 7) // 2  # a full product, then halves
-    if macs < ATTENTION_JOB_MIN_MACS or pairs < 2 or t == 0 or d == 0:
+    if macs < ATTENTION_JOB_MIN_MACS or t == 0 or d == 0 or not parts.jobs_can_run(pairs):
         return False
     if not forward:
         g = np.asarray(g, dtype=qkv.dtype)

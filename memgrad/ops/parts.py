@@ -171,7 +171,7 @@ import numpy as np
 __all__ = ["PARTS_MIN_MACS", "PRODUCT_PARTS_MIN_MACS", "JOB_PARTS_MIN_MACS",
            "KERNEL_JOB_MIN_MACS", "ROW_ALIGN", "Parts", "in_parts", "rows_in_parts",
            "rows_product", "products_in_parts", "kernel_in_parts", "kernel_as_jobs",
-           "batch_as_jobs", "product_words", "gemm_address", "Gemm", "addmm"]
+           "batch_as_jobs", "jobs_can_run", "product_words", "gemm_address", "Gemm", "addmm"]
 
 # multiply-adds below which an op stays on the calling thread: about 0.1 ms of one core,
 # against tens of microseconds for a hand-off
@@ -716,6 +716,22 @@ def batch_as_jobs(n: int, macs: int, job: Callable[[], int],
         return False
     set_local = _set_local()
     return set_local is not None and _split_as_jobs(set_local, n, job, words_of)
+
+
+def jobs_can_run(n: int) -> bool:
+    """Whether a compiled job of the hand-off could run here in parts of ``range(n)``: the
+    hand-off set up (this platform, NumPy's BLAS and the environment allow it), two or more
+    BLAS threads and two or more of ``n``, outside a part. ``batch_as_jobs`` checks the same
+    again; this is for an op that has work to do before it, wanted only where the job runs.
+
+    Example:
+        >>> jobs_can_run(1)
+        False
+    """
+    if n < 2 or _inside.active or _handoff() is None:
+        return False
+    set_local = _set_local()
+    return set_local is not None and min(_blas_threads(set_local), n) >= 2
 
 
 def _split_as_jobs(set_local: Any, n: int, job: Callable[[], int],

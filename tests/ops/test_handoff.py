@@ -952,8 +952,10 @@ def test_self_attention_jobs_decline_what_they_cannot_take(blas_threads, monkeyp
     out, grad = np.full((2, 8, 4), 7.0), np.full((2, 8, 12), 7.0)
     assert not run(qkv[:1], None, out[:1], 1, True, 0.5, 2)  # one (sample, head) pair
     assert not run(qkv, np.asfortranarray(g), grad, 2, True, 0.5, 2)  # g's heads: no unit stride
+    monkeypatch.setattr(nn_ops, "_ATTENTION_LAYOUTS", {})
     with _blas(1):
         assert not run(qkv, None, out, 2, True, 0.5, 2)  # one BLAS thread
+    assert nn_ops._ATTENTION_LAYOUTS == {}  # and no rows made for a job that cannot run
     monkeypatch.setattr(nn_ops, "ATTENTION_JOB_MIN_MACS", 1 << 62)
     assert not run(qkv, None, out, 2, True, 0.5, 2)  # too small
     assert np.all(out == 7.0) and np.all(grad == 7.0)
