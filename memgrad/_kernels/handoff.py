@@ -42,7 +42,7 @@ __all__ = ["NONE", "IDLE", "SLEEP", "CLAIMED", "JOB", "DONE", "PART", "STOP", "S
            "supported", "serve", "post", "stop", "blas_callback", "run_jobs", "blas_threads",
            "JOB_THREAD", "FORMS", "PRODUCT_WORDS", "W_THREAD", "PRODUCTS_JOB", "W_A", "W_B",
            "W_C", "addresses", "product_row", "product_parts", "f32_at", "f64_at", "i64_at",
-           "ADDMM_WORDS", "A_THREAD", "ADDMM_JOB", "addmm_parts"]
+           "ADDMM_WORDS", "A_THREAD", "ADDMM_JOB", "addmm_parts", "run_addmm"]
 
 NONE, IDLE, SLEEP, CLAIMED, JOB, DONE, PART, STOP = range(8)
 SLOTS = 64  # helper slots: a slot is not reused, so that a stopped helper still finishing a
@@ -552,3 +552,19 @@ def run_jobs(states, jobs, helpers, job_thread, set_local, job, words):
     _hand_out(states.ctypes.data, jobs.ctypes.data, helpers.ctypes.data, job_thread, job,
               words.shape[0], words.strides[0], words.ctypes.data, 0)
     _set_threads(set_local, count)
+
+
+@njit(nogil=True, cache=True)
+def run_addmm(states, jobs, helpers, job_thread, set_local, job, x, wt, v, out, gemm, ta, lda,
+              tb, ldb, parts):
+    """``out = v + x @ wt`` as ``job`` (``ADDMM_JOB``'s address) through ``run_jobs`` (its
+    first five arguments are that function's) in ``parts`` parts of the output's rows, the
+    words those of ``addmm_parts`` (its checks, its arguments): one compiled call, the GIL
+    released. Returns the words, each part's thread id written in."""
+    m = x.shape[0]
+    ends = np.empty(parts + 1, np.int64)
+    for j in range(parts + 1):
+        ends[j] = m * j // parts
+    words = addmm_parts(x, wt, v, out, gemm, ta, lda, tb, ldb, ends)
+    run_jobs(states, jobs, helpers, job_thread, set_local, job, words)
+    return words

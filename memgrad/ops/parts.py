@@ -909,18 +909,27 @@ def addmm(a: np.ndarray, b: np.ndarray, v: np.ndarray) -> np.ndarray | None:
 def _addmm_as_jobs(a: np.ndarray, b: np.ndarray, v: np.ndarray, out: np.ndarray, fn: int,
                    la: tuple[int, int], lb: tuple[int, int]) -> bool:
     """``addmm``'s ``out = v + a @ b`` as ``ADDMM_JOB`` on the hand-off (NOTE [ A linear
-    layer's bias in parts of its rows ]); False, with ``out`` untouched, where that does not
-    run: one BLAS thread, no hand-off, inside a part."""
+    layer's bias in parts of its rows ]), its words made and handed off by one compiled call
+    (``handoff.run_addmm``); False, with ``out`` untouched, where that does not run: one BLAS
+    thread, no hand-off, inside a part."""
     if _inside.active or Parts.handoff is None:
         return False
     set_local = _set_local()
     if set_local is None:
         return False
+    threads = _blas_threads(set_local)
+    k = min(threads, a.shape[0])
+    if k < 2:
+        return False
     kernels = _kernels()
-    return _split_as_jobs(set_local, a.shape[0], lambda: kernels.ADDMM_JOB,
-                          lambda ends: kernels.addmm_parts(a, b, v, out, fn, la[0], la[1],
-                                                           lb[0], lb[1],
-                                                           np.array(ends, np.int64)))
+    with Parts.lock:
+        handoff = _listed(threads)
+        if handoff is None:
+            return False
+        kernels.run_addmm(handoff.states, handoff.jobs, handoff.helpers, kernels.JOB_THREAD,
+                          handoff.set_local_at, kernels.ADDMM_JOB, a, b, v, out, fn, la[0],
+                          la[1], lb[0], lb[1], k)
+    return True
 
 
 def _compiled_addmm() -> Callable | None:
