@@ -18,7 +18,8 @@ right after a large product and cost tens of microseconds there).
 row of ``PRODUCT_WORDS`` int64 words per part; run through ``run_jobs``, its parts reach the
 helpers without the GIL. ``ADDMM_JOB`` is another: a linear layer's ``bias + x @ w`` in parts
 of the output's rows, each part the bias written into its rows and one ``cblas_?gemm`` that
-adds its rows' product (a row of ``ADDMM_WORDS`` words per part).
+adds its rows' product (a row of ``ADDMM_WORDS`` words per part), made and run by one
+compiled call, ``run_addmm``.
 
 Nothing here imports memgrad. The functions need numba's compiler (they are infrastructure,
 not kernels: with ``NUMBA_DISABLE_JIT=1`` memgrad does not use them). An address they call

@@ -130,8 +130,9 @@ output, then has OpenBLAS add the product on its threads. OpenBLAS splits a prod
 more rows than columns by rows, one part a core, and the bias went in on the calling thread
 alone, into rows that the other core then reads and adds to. From ``ADDMM_JOB_MIN_MACS``
 multiply-adds, for outputs of at least as many rows as columns, ``addmm`` runs as
-``ADDMM_JOB`` on the hand-off instead: one part of the rows a thread, each writing the bias
-into its rows and adding its rows' product with one single-threaded ``cblas_?gemm``. Each
+``ADDMM_JOB`` on the hand-off instead (one compiled call, ``handoff.run_addmm``): one part
+of the rows a thread, each writing the bias into its rows and adding its rows' product with
+one single-threaded ``cblas_?gemm``. Each
 element is then what one BLAS thread computes, whatever the split: OpenBLAS's own threads
 give the same values where they block the inner dimension as one thread does (inner
 dimensions of 64, 256, 1,024 or 4,096 in the tests and measurements), and may differ in
