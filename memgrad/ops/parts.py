@@ -614,15 +614,15 @@ def products_in_parts(a: np.ndarray, b: np.ndarray, out: np.ndarray, form: str, 
         >>> products_in_parts(a, b, np.empty((2, 3, 5)), "mm", 1, 0)  # too small
         False
     """
-    if macs < JOB_PARTS_MIN_MACS or _inside.active or Parts.handoff is None:
-        return False
-    set_local = _set_local()
-    row = product_words(a, b, out, form, block) if set_local is not None else None
-    if row is None:
+    if macs < JOB_PARTS_MIN_MACS:
         return False
     batch = math.prod(a.shape[:-2])
+    split = _job_split(batch)
+    row = product_words(a, b, out, form, block) if split is not None else None
+    if row is None:
+        return False
     kernels = _kernels()
-    return _split_as_jobs(set_local, batch, lambda: kernels.PRODUCTS_JOB,
+    return _split_as_jobs(split, batch, lambda: kernels.PRODUCTS_JOB,
                           lambda ends: kernels.product_parts(row, len(ends) - 1, batch))
 
 
@@ -670,16 +670,13 @@ def kernel_as_jobs(kernel: Callable, blocks: int, rows_per_block: int, macs: int
         >>> kernel_as_jobs(relu_into, 8, 1, 0, (x,), np.empty_like(x))  # too small
         False
     """
-    if macs < KERNEL_JOB_MIN_MACS or _inside.active or Parts.handoff is None or blocks < 2:
+    split = _job_split(blocks) if macs >= KERNEL_JOB_MIN_MACS else None
+    if split is None:
         return False
-    set_local = _set_local()
-    if set_local is None:
-        return False
-    threads = _blas_threads(set_local)
-    k = min(threads, blocks)
+    threads, k = split
     jobs = _jobs()
     index = jobs.KERNEL_INDEX.get(kernel)
-    if k < 2 or index is None or not 1 <= len(inputs) <= 2 or out.__class__ is not np.ndarray:
+    if index is None or not 1 <= len(inputs) <= 2 or out.__class__ is not np.ndarray:
         return False
     dtype = out.dtype
     if dtype not in _BLAS_DTYPES or not out.flags.writeable:
@@ -713,10 +710,8 @@ def batch_as_jobs(n: int, macs: int, job: Callable[[], int],
         False
     """
     least = PARTS_MIN_MACS if min_macs is None else min_macs
-    if macs < least or n < 2 or _inside.active or Parts.handoff is None:
-        return False
-    set_local = _set_local()
-    return set_local is not None and _split_as_jobs(set_local, n, job, words_of)
+    split = _job_split(n) if macs >= least else None
+    return split is not None and _split_as_jobs(split, n, job, words_of)
 
 
 def jobs_can_run(n: int) -> bool:
@@ -729,21 +724,30 @@ def jobs_can_run(n: int) -> bool:
         >>> jobs_can_run(1)
         False
     """
-    if n < 2 or _inside.active or _handoff() is None:
-        return False
+    return _handoff() is not None and _job_split(n) is not None
+
+
+def _job_split(n: int) -> tuple[int, int] | None:
+    """``(threads, parts)`` for a compiled job of the hand-off over ``range(n)``: the calling
+    thread's BLAS thread count and ``min(threads, n)`` parts; None where no job runs here:
+    fewer than two parts, inside a part, no hand-off on this platform, no per-thread BLAS
+    thread count."""
+    if n < 2 or _inside.active or Parts.handoff is None:
+        return None
     set_local = _set_local()
-    return set_local is not None and min(_blas_threads(set_local), n) >= 2
-
-
-def _split_as_jobs(set_local: Any, n: int, job: Callable[[], int],
-                   words_of: Callable[[list[int]], np.ndarray]) -> bool:
-    """``range(n)`` in one contiguous part per BLAS thread as ``job()`` on the hand-off,
-    part j reading row j of ``words_of(ends)``, with single-threaded BLAS meanwhile; False
-    where there would be fewer than two parts or no hand-off's helpers."""
+    if set_local is None:
+        return None
     threads = _blas_threads(set_local)
     k = min(threads, n)
-    if k < 2:
-        return False
+    return (threads, k) if k >= 2 else None
+
+
+def _split_as_jobs(split: tuple[int, int], n: int, job: Callable[[], int],
+                   words_of: Callable[[list[int]], np.ndarray]) -> bool:
+    """``range(n)`` in the parts of ``split`` (``_job_split``'s) as ``job()`` on the
+    hand-off, part j reading row j of ``words_of(ends)``, with single-threaded BLAS
+    meanwhile; False where the helpers are not the hand-off's."""
+    threads, k = split
     ends = [n * i // k for i in range(k + 1)]
     return _run_jobs(threads, k, job(), lambda: words_of(ends))
 
@@ -913,15 +917,10 @@ def _addmm_as_jobs(a: np.ndarray, b: np.ndarray, v: np.ndarray, out: np.ndarray,
     layer's bias in parts of its rows ]), its words made and handed off by one compiled call
     (``handoff.run_addmm``); False, with ``out`` untouched, where that does not run: one BLAS
     thread, no hand-off, inside a part."""
-    if _inside.active or Parts.handoff is None:
+    split = _job_split(a.shape[0])
+    if split is None:
         return False
-    set_local = _set_local()
-    if set_local is None:
-        return False
-    threads = _blas_threads(set_local)
-    k = min(threads, a.shape[0])
-    if k < 2:
-        return False
+    threads, k = split
     kernels = _kernels()
     with Parts.lock:
         handoff = _listed(threads)
