@@ -3,13 +3,17 @@
 For each workload, the training step (forward + loss + backward + SGD step) runs plain
 ("none") and through ``checkpoint_sequential`` at 1, 2, 4, round(sqrt(n)) and n segments
 (n stages). Gradients are zeroed in place before each step (they exist from a first step),
-so the peak counts activations and transients only. Reported: the best step time, the peak
-tracked bytes above the pre-step level (``mg.memory.track``, in a separate run: tracking is
-off while timing), both as ratios against ``none``, and whether the gradients equal the
-plain run's.
+so the peak counts activations and transients only. The configurations of a workload are
+timed in turn within each round, so that all see the same load on a shared machine.
+Reported: the median step time; its paired ratio to the plain step (the median and
+quartiles of the rounds' ratios, as benchmarks/workloads.py compares memgrad with PyTorch;
+a target is met when the upper quartile is at or below it, not met when the lower quartile
+is above it, and a tie otherwise); the peak tracked bytes above the pre-step level
+(``mg.memory.track``, in a separate run: tracking is off while timing) and its ratio to the
+plain run's; whether the gradients equal the plain run's.
 
 Usage:
-    python benchmarks/checkpointing.py [--repeats 3] [--only W1,W2,W3] [--small]
+    python benchmarks/checkpointing.py [--repeats 5] [--only W1,W2,W3] [--small]
 """
 
 from __future__ import annotations
@@ -19,7 +23,17 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from common import best_time, emit, machine_info, table, workload_args
+from common import (
+    emit,
+    interleaved_rounds,
+    machine_info,
+    median,
+    paired_cell,
+    paired_ratio,
+    table,
+    verdict,
+    workload_args,
+)
 from workloads import FULL, SMALL
 
 import memgrad as mg
@@ -63,7 +77,7 @@ def gradients(model: Any, x: Any, loss_fn: Callable, segments: Any) -> list[np.n
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the JSON lines and the tables; returns the exit status."""
-    args = workload_args(__doc__, argv, repeats=3, warmup=1)
+    args = workload_args(__doc__, argv, repeats=5, warmup=1)
     machine = machine_info()
     for key in args.only.split(","):
         name, sizes = (SMALL if args.small else FULL)[key]
@@ -72,35 +86,38 @@ def main(argv: list[str] | None = None) -> int:
         counts = sorted({c for c in (1, 2, 4, round(math.sqrt(n)), n) if 1 <= c <= n})
         make_step(model, x, loss_fn, None)()  # the gradients exist from here on
         reference = gradients(model, x, loss_fn, None)
-        rows, base = [], None
-        for segments in [None, *counts]:
-            step = make_step(model, x, loss_fn, segments)
-            seconds, _ = best_time(step, args.repeats, args.warmup)
-            peak = peak_bytes(step)
+        configs = {"none" if c is None else str(c): c for c in [None, *counts]}
+        steps = {label: make_step(model, x, loss_fn, c) for label, c in configs.items()}
+        rounds = interleaved_rounds(steps, args.repeats, args.warmup)
+        rows, base_peak, paired = [], None, {}
+        for label, segments in configs.items():
+            peak = peak_bytes(steps[label])
             same = all(np.array_equal(a, b)
                        for a, b in zip(gradients(model, x, loss_fn, segments), reference))
-            if segments is None:
-                base = (seconds, peak)
-            label = "none" if segments is None else str(segments)
-            row = emit({"bench": "checkpoint", "workload": key, "stages": n, "segments": label,
-                        "step_s": round(seconds, 4), "peak_bytes": peak,
-                        "time_ratio": round(seconds / base[0], 3),
-                        "peak_ratio": round(peak / base[1], 3), "gradients_equal": same,
-                        "machine": machine})
-            rows.append([label, seconds, f"{row['time_ratio']:.2f}x", peak,
-                         f"{row['peak_ratio']:.2f}x", "yes" if same else "NO"])
+            base_peak = peak if base_peak is None else base_peak
+            paired[label] = paired_ratio(rounds[label], rounds["none"])
+            ratio, q1, q3 = paired[label]
+            seconds = median(rounds[label])
+            emit({"bench": "checkpoint", "workload": key, "stages": n, "segments": label,
+                  "step_s": round(seconds, 4), "peak_bytes": peak,
+                  "time_ratio": round(ratio, 3), "time_q1": round(q1, 3),
+                  "time_q3": round(q3, 3), "peak_ratio": round(peak / base_peak, 3),
+                  "gradients_equal": same, "machine": machine})
+            rows.append([label, seconds, paired_cell(paired[label]), peak,
+                         f"{peak / base_peak:.2f}x", "yes" if same else "NO"])
         print()
-        print(f"{key} ({name}, {n} stages): best step of {args.repeats}, peak tracked bytes "
-              "above the pre-step level")
-        print(table(["segments", "step s", "time", "peak bytes", "peak", "grads equal"], rows))
+        print(f"{key} ({name}, {n} stages): median step of {args.repeats} rounds, its paired "
+              "ratio to the plain step [quartiles]; peak tracked bytes above the pre-step level")
+        print(table(["segments", "step s", "time [q1, q3]", "peak bytes", "peak",
+                     "grads equal"], rows))
         if key == "W1" and not args.small:
-            sqrt_row = next(r for r in rows if r[0] == str(round(math.sqrt(n))))
-            t, p = float(sqrt_row[2][:-1]), float(sqrt_row[4][:-1])
-            print(f"target at {sqrt_row[0]} segments: time <= {TARGET_TIME}x: "
-                  f"{'met' if t <= TARGET_TIME else 'not met'}; peak <= {TARGET_PEAK:.0%}: "
-                  f"{'met' if p <= TARGET_PEAK else 'not met'}")
+            label = str(round(math.sqrt(n)))
+            _, q1, q3 = paired[label]
+            peak = float(rows[list(configs).index(label)][4][:-1])
+            print(f"target at {label} segments: time <= {TARGET_TIME}x: "
+                  f"{verdict(q1, q3, TARGET_TIME)}; peak <= {TARGET_PEAK:.0%}: "
+                  f"{'met' if peak <= TARGET_PEAK else 'not met'}")
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

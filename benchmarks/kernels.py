@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
+from common import machine_info
 
 __all__ = ["Case", "cases", "measure", "compile_times", "main"]
 
@@ -308,7 +309,7 @@ def _compile_probe(module_name: str) -> None:
                       "first_calls_s": first_calls, "signatures": count}))
 
 
-def compile_times(threads: int) -> list[dict[str, Any]]:
+def compile_times(threads: int, machine: dict[str, Any]) -> list[dict[str, Any]]:
     """For each kernel module: first-call time with an empty cache, then from the cache."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="memgrad-numba-cache-") as cache:
@@ -330,7 +331,7 @@ def compile_times(threads: int) -> list[dict[str, Any]]:
                 "module_import_s": round(runs[1]["module_import_s"], 3),
                 "numba_import_s": round(runs[1]["numba_import_s"], 3),
             }
-            print(json.dumps(row), flush=True)
+            print(json.dumps({**row, "machine": machine}), flush=True)
             rows.append(row)
     return rows
 
@@ -369,10 +370,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # must be set before numba is imported (the kernel modules import it lazily)
     os.environ["NUMBA_NUM_THREADS"] = str(args.threads)
+    machine = machine_info()
     kernels = measure(cases(), args.repeats, args.threads)
     for row in kernels:
-        print(json.dumps(row), flush=True)
-    compiles = [] if args.no_compile else compile_times(args.threads)
+        print(json.dumps({**row, "machine": machine}), flush=True)
+    compiles = [] if args.no_compile else compile_times(args.threads, machine)
     print()
     print(_table(kernels, compiles))
     return 0
