@@ -1387,7 +1387,7 @@ def _repeated(a: np.ndarray, batch: tuple) -> np.ndarray:
 # arrays of the op's own, so no operand can overlap the arrays it writes, which
 # ``product_words`` also checks. Making the rows for every call (two or five
 # ``product_words`` calls and a loop of Python) took some 0.1 ms a call in a small model's
-# step, on a cold cache (docs/performance.md, "Attention's job rows by layout").
+# step, on a cold cache (docs/performance-log.md, "Attention's job rows by layout").
 _ATTENTION_LAYOUTS: dict = {}
 _ATTENTION_LAYOUTS_KEPT = 64  # the layouts whose rows are kept
 

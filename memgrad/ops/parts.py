@@ -119,7 +119,7 @@ kernel as jobs on a tiny array took 42 us a call in all before, 13.5 after. The 
 around a job matters most right after a large product, whose operands push the interpreter's
 own data out of the caches: there it ran five times slower than in a loop, and a relu job
 after W1's product took 122 us with its words made in Python and the callback called through
-ctypes, 91-100 with ``run_kernel`` (docs/performance.md, "Jobs in one compiled call"). So
+ctypes, 91-100 with ``run_kernel`` (docs/performance-log.md, "Jobs in one compiled call"). So
 kernels run as jobs from ``KERNEL_JOB_MIN_MACS``, half the ``PARTS_MIN_MACS`` of a Python
 part: at nanoGPT's smallest sizes (65,536 elements) a float32 GELU took 73 against 105 us,
 its backward 89 against 143 (Intel model 167).
