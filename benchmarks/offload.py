@@ -4,13 +4,15 @@ Each configuration runs the training step (forward + loss + backward + SGD step 
 learning rate 0, gradients zeroed in place): plain; ``checkpoint_sequential`` at
 round(sqrt(n)) segments; under ``autograd.graph.save_on_disk`` (saved tensors of 64 KiB
 and more go to files in a temporary directory until backward); and both (the segments'
-inputs go to disk). Reported: the best and median step time, the peak tracked bytes above
-the pre-step level (``mg.memory.track``: tensor storage in memory; the memory-mapped files
-read back in backward are file pages, not counted), both as ratios against plain, and
-whether the gradients equal the plain run's.
+inputs go to disk). The configurations are timed in turn within each round, so that all see
+the same load. Reported: the median step time and its paired ratio to the plain step (the
+median and quartiles of the rounds' ratios), the peak tracked bytes above the pre-step level
+(``mg.memory.track``: tensor storage in memory; the memory-mapped files read back in
+backward are file pages, not counted) and its ratio to plain, and whether the gradients
+equal the plain run's.
 
 Usage:
-    python benchmarks/offload.py [--repeats 3] [--only W1] [--small]
+    python benchmarks/offload.py [--repeats 5] [--only W1] [--small]
 """
 
 from __future__ import annotations
@@ -21,7 +23,16 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from common import best_time, emit, machine_info, table, workload_args
+from common import (
+    emit,
+    interleaved_rounds,
+    machine_info,
+    median,
+    paired_cell,
+    paired_ratio,
+    table,
+    workload_args,
+)
 from workloads import FULL, SMALL
 
 import memgrad as mg
@@ -55,7 +66,7 @@ def make_step(model: Any, x: Any, loss_fn: Callable, segments: int | None,
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the JSON lines and the tables; returns the exit status."""
-    args = workload_args(__doc__, argv, repeats=3, warmup=1)
+    args = workload_args(__doc__, argv, repeats=5, warmup=1)
     machine = machine_info()
     for key in args.only.split(","):
         name, sizes = (SMALL if args.small else FULL)[key]
@@ -63,29 +74,32 @@ def main(argv: list[str] | None = None) -> int:
         n = len(model)
         segments = round(math.sqrt(n))
         reference = [g.copy() for g in make_step(model, x, loss_fn, None, False)()]
-        rows, base = [], None
-        for label, seg, off in [("plain", None, False), (f"checkpoint {segments}", segments,
-                                 False), ("save_on_disk", None, True),
-                                (f"checkpoint {segments} + save_on_disk", segments, True)]:
-            step = make_step(model, x, loss_fn, seg, off)
-            best, median = best_time(step, args.repeats, args.warmup)
+        configs = {"plain": (None, False), f"checkpoint {segments}": (segments, False),
+                   "save_on_disk": (None, True),
+                   f"checkpoint {segments} + save_on_disk": (segments, True)}
+        steps = {label: make_step(model, x, loss_fn, seg, off)
+                 for label, (seg, off) in configs.items()}
+        rounds = interleaved_rounds(steps, args.repeats, args.warmup)
+        rows, base_peak = [], None
+        for label, step in steps.items():
             with mg.memory.track() as t:
                 grads = step()
             peak = t.peak_above_start
             same = all(np.array_equal(a, b) for a, b in zip(grads, reference))
-            if base is None:
-                base = (best, peak)
-            row = emit({"bench": "offload", "workload": key, "config": label,
-                        "step_s": round(best, 4), "median_s": round(median, 4),
-                        "peak_bytes": peak, "time_ratio": round(best / base[0], 3),
-                        "peak_ratio": round(peak / base[1], 3), "gradients_equal": same,
-                        "machine": machine})
-            rows.append([label, best, median, f"{row['time_ratio']:.2f}x", peak,
-                         f"{row['peak_ratio']:.2f}x", "yes" if same else "NO"])
+            base_peak = peak if base_peak is None else base_peak
+            paired = paired_ratio(rounds[label], rounds["plain"])
+            seconds = median(rounds[label])
+            emit({"bench": "offload", "workload": key, "config": label,
+                  "step_s": round(seconds, 4), "peak_bytes": peak,
+                  "time_ratio": round(paired[0], 3), "time_q1": round(paired[1], 3),
+                  "time_q3": round(paired[2], 3), "peak_ratio": round(peak / base_peak, 3),
+                  "gradients_equal": same, "machine": machine})
+            rows.append([label, seconds, paired_cell(paired), peak,
+                         f"{peak / base_peak:.2f}x", "yes" if same else "NO"])
         print()
-        print(f"{key} ({name}, {n} stages): best and median step of {args.repeats}, peak "
-              "tracked bytes above the pre-step level")
-        print(table(["config", "best s", "median s", "time", "peak bytes", "peak",
+        print(f"{key} ({name}, {n} stages): median step of {args.repeats} rounds, its paired "
+              "ratio to the plain step [quartiles]; peak tracked bytes above the pre-step level")
+        print(table(["config", "step s", "time [q1, q3]", "peak bytes", "peak",
                      "grads equal"], rows))
     return 0
 

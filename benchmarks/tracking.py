@@ -1,7 +1,9 @@
 """What memory tracking costs: a training step of W1-W3 and of ``memgrad train``'s language
 model (its default sizes: small arrays, many ops), and the 1,000-op chain of
 benchmarks/overhead.py (tensor operands, forward and backward), with accounting off and
-inside ``mg.memory.track()``.
+inside ``mg.memory.track()`` (entered for each tracked run: some 8 us). The two are timed in
+turn within each round; the overhead is their paired ratio, the median and quartiles of the
+rounds' ratios (as benchmarks/workloads.py compares memgrad with PyTorch).
 
 Usage:
     python benchmarks/tracking.py [--repeats 5] [--warmup 2] [--only W1,W2,W3] [--small]
@@ -9,9 +11,19 @@ Usage:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from checkpointing import make_step
-from common import best_time, emit, machine_info, table, workload_args
+from common import (
+    emit,
+    interleaved_rounds,
+    machine_info,
+    median,
+    paired_ratio,
+    table,
+    workload_args,
+)
 from overhead import memgrad_cases
 from workloads import FULL, SMALL
 
@@ -42,15 +54,27 @@ def main(argv: list[str] | None = None) -> int:
     cases["memgrad train's LM step"] = make_step(lm, x, models.lm_loss(y), None)
     rows = []
     for label, fn in cases.items():
-        off, _ = best_time(fn, args.repeats, args.warmup)
-        with mg.memory.track():
-            on, _ = best_time(fn, args.repeats, args.warmup)
+        rounds = interleaved_rounds({"off": fn, "on": _tracked(fn)}, args.repeats, args.warmup)
+        off, on = median(rounds["off"]), median(rounds["on"])
+        ratio, q1, q3 = paired_ratio(rounds["on"], rounds["off"])
         emit({"bench": "tracking", "case": label, "off_s": round(off, 5), "on_s": round(on, 5),
-              "overhead": round(on / off - 1, 4), "machine": machine})
-        rows.append([label, off, on, f"{(on / off - 1) * 100:+.1f}%"])
+              "overhead": round(ratio - 1, 4), "overhead_q1": round(q1 - 1, 4),
+              "overhead_q3": round(q3 - 1, 4), "machine": machine})
+        rows.append([label, off, on, f"{(ratio - 1) * 100:+.1f}% [{(q1 - 1) * 100:+.1f}%, "
+                     f"{(q3 - 1) * 100:+.1f}%]"])
     print()
-    print(table(["case", "off s", "tracked s", "overhead"], rows))
+    print(f"median of {args.repeats} rounds, off and tracked in turn; the overhead is the "
+          "paired ratio [quartiles]")
+    print(table(["case", "off s", "tracked s", "overhead [q1, q3]"], rows))
     return 0
+
+
+def _tracked(fn: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        with mg.memory.track():
+            fn()
+
+    return run
 
 
 if __name__ == "__main__":
