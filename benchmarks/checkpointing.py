@@ -23,17 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from common import (
-    emit,
-    interleaved_rounds,
-    machine_info,
-    median,
-    paired_cell,
-    paired_ratio,
-    table,
-    verdict,
-    workload_args,
-)
+from common import emit, machine_info, paired_cell, table, timed_in_turn, verdict, workload_args
 from workloads import FULL, SMALL
 
 import memgrad as mg
@@ -88,22 +78,20 @@ def main(argv: list[str] | None = None) -> int:
         reference = gradients(model, x, loss_fn, None)
         configs = {"none" if c is None else str(c): c for c in [None, *counts]}
         steps = {label: make_step(model, x, loss_fn, c) for label, c in configs.items()}
-        rounds = interleaved_rounds(steps, args.repeats, args.warmup)
-        rows, base_peak, paired = [], None, {}
+        timed = timed_in_turn(steps, args.repeats, args.warmup, base="none")
+        rows, base_peak = [], None
         for label, segments in configs.items():
             peak = peak_bytes(steps[label])
             same = all(np.array_equal(a, b)
                        for a, b in zip(gradients(model, x, loss_fn, segments), reference))
             base_peak = peak if base_peak is None else base_peak
-            paired[label] = paired_ratio(rounds[label], rounds["none"])
-            ratio, q1, q3 = paired[label]
-            seconds = median(rounds[label])
+            seconds, (ratio, q1, q3) = timed[label]
             emit({"bench": "checkpoint", "workload": key, "stages": n, "segments": label,
                   "step_s": round(seconds, 4), "peak_bytes": peak,
                   "time_ratio": round(ratio, 3), "time_q1": round(q1, 3),
                   "time_q3": round(q3, 3), "peak_ratio": round(peak / base_peak, 3),
                   "gradients_equal": same, "machine": machine})
-            rows.append([label, seconds, paired_cell(paired[label]), peak,
+            rows.append([label, seconds, paired_cell(timed[label][1]), peak,
                          f"{peak / base_peak:.2f}x", "yes" if same else "NO"])
         print()
         print(f"{key} ({name}, {n} stages): median step of {args.repeats} rounds, its paired "
@@ -112,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                      "grads equal"], rows))
         if key == "W1" and not args.small:
             label = str(round(math.sqrt(n)))
-            _, q1, q3 = paired[label]
+            _, q1, q3 = timed[label][1]
             peak = float(rows[list(configs).index(label)][4][:-1])
             print(f"target at {label} segments: time <= {TARGET_TIME}x: "
                   f"{verdict(q1, q3, TARGET_TIME)}; peak <= {TARGET_PEAK:.0%}: "

@@ -21,10 +21,10 @@ import numpy as np
 import memgrad as mg
 from memgrad.interpreters import Interpreter, push
 
-__all__ = ["machine_info", "best_time", "interleaved", "interleaved_rounds", "median",
-           "paired_ratio", "paired_cell", "verdict", "emit", "table", "torch_or_none",
-           "workload_args", "memgrad_op_times", "torch_op_times", "op_rows", "by_op",
-           "print_by_op"]
+__all__ = ["machine_info", "interleaved", "interleaved_rounds", "median",
+           "paired_ratio", "timed_in_turn", "paired_cell", "verdict", "emit", "table",
+           "torch_or_none", "workload_args", "memgrad_op_times", "torch_op_times", "op_rows",
+           "by_op", "print_by_op"]
 
 
 def _cpu_model() -> str:
@@ -78,34 +78,11 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def best_time(fn: Callable[[], None], repeats: int, warmup: int) -> tuple[float, float]:
-    """Run ``fn`` ``warmup`` times, then time it ``repeats`` times.
-
-    Returns:
-        ``(best, median)`` wall time of one call, in seconds.
-
-    Example:
-        >>> best, median = best_time(lambda: None, repeats=3, warmup=1)
-        >>> 0 <= best <= median
-        True
-    """
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return times[0], times[len(times) // 2]
-
-
 def interleaved(fns: dict[str, Callable[[], None]], repeats: int, warmup: int,
                 clock: Callable[[], float] = time.perf_counter,
                 lead: int = 0) -> dict[str, tuple[float, float]]:
-    """``best_time`` of several functions, timed in turn within each repeat (by
-    ``interleaved_rounds``): ``{name: (best, median)}``.
+    """The best and the median time of one call of each of several functions, timed in turn
+    within each repeat (by ``interleaved_rounds``): ``{name: (best, median)}``.
 
     Example:
         >>> t = interleaved({"a": lambda: None, "b": lambda: None}, repeats=3, warmup=1)
@@ -117,8 +94,7 @@ def interleaved(fns: dict[str, Callable[[], None]], repeats: int, warmup: int,
 
 
 def median(times: list[float]) -> float:
-    """The middle time (the upper of the two middle ones of an even count), as
-    ``best_time`` takes it.
+    """The middle time (the upper of the two middle ones of an even count).
 
     Example:
         >>> median([3.0, 1.0, 2.0, 4.0])
@@ -179,6 +155,20 @@ def paired_ratio(ours: list[float], theirs: list[float]) -> tuple[float, float, 
     r = np.asarray(ours, dtype=float) / np.asarray(theirs, dtype=float)
     q1, median, q3 = np.percentile(r, [25, 50, 75])
     return float(median), float(q1), float(q3)
+
+
+def timed_in_turn(fns: dict[str, Callable[[], None]], repeats: int, warmup: int,
+                  base: str) -> dict[str, tuple[float, tuple[float, float, float]]]:
+    """Time configurations of one run in turn within each round (``interleaved_rounds``):
+    ``{name: (median seconds, paired_ratio against fns[base])}``.
+
+    Example:
+        >>> t = timed_in_turn({"a": lambda: None, "b": lambda: None}, 3, 1, base="a")
+        >>> sorted(t), t["a"][1]
+        (['a', 'b'], (1.0, 1.0, 1.0))
+    """
+    rounds = interleaved_rounds(fns, repeats, warmup)
+    return {k: (median(v), paired_ratio(v, rounds[base])) for k, v in rounds.items()}
 
 
 def paired_cell(paired: tuple[float, float, float]) -> str:

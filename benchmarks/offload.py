@@ -23,16 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from common import (
-    emit,
-    interleaved_rounds,
-    machine_info,
-    median,
-    paired_cell,
-    paired_ratio,
-    table,
-    workload_args,
-)
+from common import emit, machine_info, paired_cell, table, timed_in_turn, workload_args
 from workloads import FULL, SMALL
 
 import memgrad as mg
@@ -79,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                    f"checkpoint {segments} + save_on_disk": (segments, True)}
         steps = {label: make_step(model, x, loss_fn, seg, off)
                  for label, (seg, off) in configs.items()}
-        rounds = interleaved_rounds(steps, args.repeats, args.warmup)
+        timed = timed_in_turn(steps, args.repeats, args.warmup, base="plain")
         rows, base_peak = [], None
         for label, step in steps.items():
             with mg.memory.track() as t:
@@ -87,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             peak = t.peak_above_start
             same = all(np.array_equal(a, b) for a, b in zip(grads, reference))
             base_peak = peak if base_peak is None else base_peak
-            paired = paired_ratio(rounds[label], rounds["plain"])
-            seconds = median(rounds[label])
+            seconds, paired = timed[label]
             emit({"bench": "offload", "workload": key, "config": label,
                   "step_s": round(seconds, 4), "peak_bytes": peak,
                   "time_ratio": round(paired[0], 3), "time_q1": round(paired[1], 3),

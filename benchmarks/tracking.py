@@ -15,15 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 from checkpointing import make_step
-from common import (
-    emit,
-    interleaved_rounds,
-    machine_info,
-    median,
-    paired_ratio,
-    table,
-    workload_args,
-)
+from common import emit, machine_info, table, timed_in_turn, workload_args
 from overhead import memgrad_cases
 from workloads import FULL, SMALL
 
@@ -54,9 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     cases["memgrad train's LM step"] = make_step(lm, x, models.lm_loss(y), None)
     rows = []
     for label, fn in cases.items():
-        rounds = interleaved_rounds({"off": fn, "on": _tracked(fn)}, args.repeats, args.warmup)
-        off, on = median(rounds["off"]), median(rounds["on"])
-        ratio, q1, q3 = paired_ratio(rounds["on"], rounds["off"])
+        timed = timed_in_turn({"off": fn, "on": _tracked(fn)}, args.repeats, args.warmup,
+                              base="off")
+        off, (on, (ratio, q1, q3)) = timed["off"][0], timed["on"]
         emit({"bench": "tracking", "case": label, "off_s": round(off, 5), "on_s": round(on, 5),
               "overhead": round(ratio - 1, 4), "overhead_q1": round(q1 - 1, 4),
               "overhead_q3": round(q3 - 1, 4), "machine": machine})
