@@ -24,7 +24,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -54,9 +54,8 @@ def buffer_of(a: np.ndarray) -> np.ndarray:
     return a
 
 
-@dataclass
-class TimelineEntry:
-    """Bytes alive right after one primitive ran."""
+class TimelineEntry(NamedTuple):
+    """Bytes alive right after one primitive ran (a tuple: ``op``, ``phase``, ``bytes``)."""
 
     op: str
     phase: str  # "forward", "recompute" or "backward"
@@ -83,6 +82,14 @@ class Trace:
         return self.peak_bytes - self.start_bytes
 
 
+class _BufferRef(weakref.ref):
+    """A weak reference to a counted buffer, with the buffer's id and bytes."""
+
+    __slots__ = ("key", "nbytes")
+    key: int
+    nbytes: int
+
+
 class _Accounting:
     """The buffers counted, for every thread; one per process."""
 
@@ -91,8 +98,8 @@ class _Accounting:
         # frees call ``release`` on this thread while the lock is held
         self.lock = threading.RLock()
         self.users = 0
-        self.live: dict[int, int] = {}  # id of a buffer -> its bytes
-        self.refs: dict[int, tuple] = {}  # id of its weak reference -> (ref, id, bytes)
+        # id of a buffer -> the weak reference that releases it (with its id and bytes)
+        self.live: dict[int, _BufferRef] = {}
         self.allocated = 0
         self.peak = 0
         self.traces: list[Trace] = []
@@ -108,10 +115,10 @@ class _Accounting:
         with self.lock:
             if key in self.live:
                 return
-            self.live[key] = n
             # the weak reference calls release when the buffer is freed
-            ref = weakref.ref(base, self.release)
-            self.refs[id(ref)] = (ref, key, n)
+            ref = _BufferRef(base, self.release)
+            ref.key, ref.nbytes = key, n
+            self.live[key] = ref
             self.allocated += n
             if self.allocated > self.peak:
                 self.peak = self.allocated
@@ -120,12 +127,12 @@ class _Accounting:
                     t.peak_bytes = self.allocated
                     t.peak_index = len(t.timeline)
 
-    def release(self, ref: weakref.ref) -> None:
+    def release(self, ref: _BufferRef) -> None:
         try:
             with self.lock:
-                entry = self.refs.pop(id(ref), None)
-                if entry is not None and self.live.pop(entry[1], None) is not None:
-                    self.allocated -= entry[2]
+                if self.live.get(ref.key) is ref:
+                    del self.live[ref.key]
+                    self.allocated -= ref.nbytes
         except KeyboardInterrupt:
             # a weak reference's callback cannot raise (Python prints and drops the error),
             # nor send the signal again (the main thread would take it inside this handler,
@@ -216,7 +223,6 @@ def disable() -> None:
         last = _accounting.users == 0
     if last:
         _accounting.live.clear()
-        _accounting.refs.clear()
         _accounting.allocated = _accounting.peak = 0
     _accounting.raise_interrupt()
 
@@ -274,7 +280,7 @@ def track() -> Iterator[Trace]:
 
     Example:
         >>> import memgrad as mg
-        >>> x = mg.ones(256, 256, requires_grad=True)   # made before: counted from the start
+        >>> x = mg.ones(256, 256, requires_grad=True)   # made before the block: not counted
         >>> with mg.memory.track() as t:
         ...     y = (x * 2).sum()                          # one 256 KiB temporary
         >>> t.peak_above_start >= 256 * 256 * 4

@@ -395,10 +395,11 @@ def apply(prim: Primitive, args: tuple, params: dict, _dispatched: bool = False)
     out.output_nr = 0
     if prim.view:
         _make_view(out, args[0], prim, params)
-    if _dispatched and interpreters.watching_made() and not any(
-        d.__class__ is _NDARRAY and np.may_share_memory(d, out_data) for d in datas
-    ):
-        interpreters.tensor_made(out)  # new storage (a view or alias of an input is not)
+    if _dispatched and interpreters.watching_made():  # new storage: not a view of an input
+        owns = out_data.base is None  # two owners of memory share it only if they are one
+        if not any(d.__class__ is _NDARRAY and (d is out_data or not (owns and d.base is None)
+                   and np.may_share_memory(d, out_data)) for d in datas):
+            interpreters.tensor_made(out)
     if grad and state.grad_enabled and prim.differentiable and out_data.dtype.kind == "f":
         _record(prim, args, params, out)
     return out
