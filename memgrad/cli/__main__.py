@@ -506,6 +506,19 @@ def _interrupts_kept() -> Iterator[None]:
         sys.unraisablehook = previous
 
 
+def _interrupt_behind(e: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C that ``e`` is or comes from: Ctrl-C inside Python code that a compiled
+    (numba) function calls reaches its caller as a SystemError caused by it."""
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``memgrad`` command with ``argv`` (default: ``sys.argv[1:]``).
 
@@ -530,10 +543,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as e:
         print(f"memgrad {args.command}: error: {e}", file=sys.stderr)
         return e.exit_status
-    except (MemoryError, KeyboardInterrupt) as e:
+    except (MemoryError, KeyboardInterrupt, SystemError) as e:
+        interrupt = _interrupt_behind(e)
+        if isinstance(e, SystemError) and interrupt is None:
+            raise
         if dist.is_initialized() and dist.world_size() > 1:
-            raise  # NOTE [ Faults ] in memgrad.distributed: said once, every rank ends
-        if isinstance(e, KeyboardInterrupt):
+            # NOTE [ Faults ] in memgrad.distributed: said once, every rank ends
+            if interrupt is None or interrupt is e:
+                raise
+            raise interrupt from e
+        if interrupt is not None:
             print(f"memgrad {args.command}: interrupted", file=sys.stderr)
             return 130
         print(f"memgrad {args.command}: error: out of memory: {first_line(e)}; ask for a "

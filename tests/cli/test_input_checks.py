@@ -280,6 +280,28 @@ def _interrupt(args: list[str], marker: str, group: bool = False) -> subprocess.
     return subprocess.CompletedProcess(args, proc.returncode, "".join(seen) + out, err)
 
 
+def test_ctrl_c_inside_a_compiled_function_is_an_interrupt(monkeypatch, capsys):
+    # Ctrl-C in Python code that a numba function calls back into (numba's unpickling of
+    # its constants) reaches the caller as a SystemError caused by the KeyboardInterrupt
+    def interrupted(args: argparse.Namespace) -> int:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise SystemError("CPUDispatcher(<function column_sum_into>) returned a result "
+                              "with an exception set") from e
+
+    monkeypatch.setattr(cli_main, "_demo", interrupted)
+    assert cli_main.main(["demo"]) == 130
+    assert capsys.readouterr().err == "memgrad demo: interrupted\n"
+
+    def failed(args: argparse.Namespace) -> int:
+        raise SystemError("a SystemError of its own")
+
+    monkeypatch.setattr(cli_main, "_demo", failed)
+    with pytest.raises(SystemError, match="of its own"):
+        cli_main.main(["demo"])
+
+
 def test_ctrl_c_in_train(tmp_path):
     r = _interrupt(["train", "--steps", "1000000", *TINY, "--save", str(tmp_path / "w.npz")],
                    "step     1/")
