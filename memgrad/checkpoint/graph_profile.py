@@ -254,21 +254,54 @@ def _record(fn: Callable, inputs: tuple, clock: Callable[[], float]
     return rec, result
 
 
-def _step(fn: Callable, inputs: tuple, loss_fn: Callable | None, cleared: bool
+class _Grads:
+    """The parameters' gradients as ``profile_graph`` found them: each step starts a
+    parameter's gradient cleared to None (``cleared``, or, when ``cleared`` is None, where it
+    was None) or zeroed in place, and ``restore`` puts them back as they were."""
+
+    def __init__(self, cleared: bool | None) -> None:
+        self.cleared = cleared
+        self.found: dict[int, tuple[Tensor, Tensor | None, np.ndarray | None]] = {}
+
+    def note(self, leaves: list[Tensor]) -> None:
+        for p in leaves:
+            if id(p) not in self.found:
+                g = p.grad
+                self.found[id(p)] = (p, g, None if g is None else g.numpy().copy())
+
+    def clears(self, p: Tensor) -> bool:
+        if self.cleared is not None:
+            return self.cleared
+        entry = self.found.get(id(p))
+        return entry is None or entry[1] is None
+
+    def start(self, leaves: list[Tensor]) -> None:
+        for p in leaves:
+            if p.grad is None or self.clears(p):
+                p.grad = None
+            else:
+                p.grad.numpy()[...] = 0
+
+    def restore(self) -> None:
+        for p, g, data in self.found.values():
+            p.grad = g
+            if g is not None:
+                g.numpy()[...] = data
+
+
+def _step(fn: Callable, inputs: tuple, loss_fn: Callable | None, grads: _Grads
           ) -> Callable[[], None]:
     leaves: list[Any] = []
 
     def step() -> None:
-        for p in leaves:
-            if p.grad is None or cleared:
-                p.grad = None
-            else:
-                p.grad.numpy()[...] = 0
+        grads.start(leaves)
         with enable_grad():
             out = fn(*inputs)
             loss = loss_fn(out) if loss_fn is not None else _default_loss(out)
             if not leaves:
                 leaves.extend(_leaves(loss))
+                grads.note(leaves)  # before any backward of the profile
+                grads.start(leaves)
             loss.backward()
 
     return step
@@ -307,15 +340,17 @@ def _default_loss(out: Any) -> Tensor:
 
 def profile_graph(
     fn: Callable, inputs: tuple, loss_fn: Callable | None = None, repeats: int = 3,
-    cleared_grads: bool = False, clock: str = "wall",
+    cleared_grads: bool | None = None, clock: str = "wall",
 ) -> GraphProfile:
     """Profile ``fn(*inputs)`` (NOTE [ Graph profile ]): ``repeats`` warm forwards timed op by
     op (medians), one plain step measured once under the tracker for its peak, and
     ``repeats`` pairs of a plain step and a step under a plan that replays every op once,
     which time the step, the ops' replays and the plan runtime's overhead (NOTE [ Step time
-    ]). The step's loss is ``loss_fn(output)``, or the sum of the outputs. Steps start with
-    the parameters' gradients zeroed in place, or, with ``cleared_grads``, set to None
-    (backward then allocates them, and the plan counts them). ``clock`` is what the times
+    ]). The step's loss is ``loss_fn(output)``, or the sum of the outputs. Steps start from
+    the parameters' gradients as they were found: one that was None is set to None
+    (backward then allocates it, and the plan counts it), one that existed is zeroed in
+    place; ``cleared_grads`` True or False sets every one so instead. The gradients are
+    left as they were found. ``clock`` is what the times
     are: ``"wall"`` (``time.perf_counter``) or ``"cpu"`` (``time.process_time``, the CPU
     time of the process's threads, which leaves out other processes on a shared machine).
 
@@ -330,7 +365,16 @@ def profile_graph(
     if clock not in CLOCKS:
         raise ValueError(f'profile_graph: clock must be "wall" or "cpu", got {clock!r}')
     tick = CLOCKS[clock]
-    step = _step(fn, inputs, loss_fn, cleared_grads)
+    grads = _Grads(cleared_grads)
+    try:
+        return _profile(fn, inputs, loss_fn, repeats, clock, tick, grads)
+    finally:
+        grads.restore()
+
+
+def _profile(fn: Callable, inputs: tuple, loss_fn: Callable | None, repeats: int, clock: str,
+             tick: Callable[[], float], grads: _Grads) -> GraphProfile:
+    step = _step(fn, inputs, loss_fn, grads)
     step()  # warm: compiled kernels, and .grad made as training makes them
     with track():
         rec, result = _record(fn, inputs, tick)
@@ -361,22 +405,21 @@ def profile_graph(
     with track() as t:
         step()
     tail_bwd = _measure_backward(fn, inputs, loss_fn, ops)
-    _clear_grads(ops, cleared_grads)  # before the stages: they count the gradients made
+    _clear_grads(ops, grads)  # before the stages: they count the gradients made
     stages = _stages(ops, outputs)
     _set_backward_transients(stages, ops)
     profile = GraphProfile(ops, stages, outputs, 0.0, sum(o.seconds for o in ops), tail,
                            t.peak_above_start, tail_bwd, clock=clock, out_grad_bytes=out_grad)
     replaying, timings = _replaying(profile, fn, tick)
-    _time_steps(profile, step, _step(replaying, inputs, loss_fn, cleared_grads), timings,
-                tick, repeats)
-    _clear_grads(ops, cleared_grads)
+    _time_steps(profile, step, _step(replaying, inputs, loss_fn, grads), timings, tick,
+                repeats)
     return profile
 
 
-def _clear_grads(ops: list[OpRecord], cleared: bool) -> None:
-    if cleared:
-        for op in ops:
-            for p, _ in op.leaves:
+def _clear_grads(ops: list[OpRecord], grads: _Grads) -> None:
+    for op in ops:
+        for p, _ in op.leaves:
+            if grads.clears(p):
                 p.grad = None
 
 

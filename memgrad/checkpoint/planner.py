@@ -243,7 +243,8 @@ def plan(
     (default: the sum of the outputs). ``method`` chooses the keep solver inside a stage
     (``"auto"``, ``"brute"``, ``"ilp"``, ``"greedy"``; NOTE [ Keep or recompute ]). Raises
     ``PlanError`` naming the smallest feasible budget when none fits. Plan in the state you
-    train in (gradients zeroed in place or cleared to None).
+    train in (gradients zeroed in place or cleared to None); every ``.grad`` is left as it
+    was found.
 
     Returns a ``Plan``: ``plan.apply(model)`` runs it (``with`` block or handle),
     ``plan.wrap(fn)`` for a function; gradients are bit-identical to the plain run's.

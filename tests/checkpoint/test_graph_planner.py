@@ -644,3 +644,24 @@ def test_a_sums_gradient_is_one_number_and_every_plan_predicts_its_peak():
             model(x).sum().backward()
         assert abs(t.peak_above_start - p.predicted_peak) <= 1024, p
     assert len(plans) >= 5
+
+
+def test_plan_follows_the_gradients_state_and_leaves_it_as_found():
+    # gradients cleared to None: backward allocates them in the planned step, so the plain
+    # peak counts them; gradients that exist are zeroed in place and not counted; either
+    # way plan() leaves every .grad as it found it (the same object, the same values)
+    mg.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.Tanh()) for _ in range(3)])
+    x = mg.randn(16, 32)
+    cleared = plan(model, x, repeats=1)
+    assert all(p.grad is None for p in model.parameters())
+    model(x).sum().backward()
+    found = [(p.grad, p.grad.numpy().copy()) for p in model.parameters()]
+    in_place = plan(model, x, repeats=1)
+    for p, (g, values) in zip(model.parameters(), found):
+        assert p.grad is g and np.array_equal(g.numpy(), values)
+    for plan_, cleared_grads in ((cleared, True), (in_place, False)):
+        profile = profile_graph(model, (x,), repeats=1, cleared_grads=cleared_grads)
+        assert plan_.predicted_plain_peak == \
+            plan_from_graph_profile(profile, None).predicted_plain_peak
+    assert cleared.predicted_plain_peak >= in_place.predicted_plain_peak + 32 * 32 * 4
