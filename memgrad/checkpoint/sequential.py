@@ -39,11 +39,16 @@ def segment_bounds(n: int, segments: int) -> list[tuple[int, int]]:
 def _segment_count(segments: Any, n: int, api: str) -> int:
     """``segments`` as an int between 1 and ``n``, or a TypeError / ValueError that says
     what to pass."""
-    fix = ("pass a whole number of segments such as 2, or a Plan from "
-           "memgrad.checkpoint.plan")
+    fix = ("pass a whole number of segments such as 2, or a SegmentPlan from "
+           "memgrad.checkpoint.plan_segments")
     if isinstance(segments, bool) or not isinstance(segments, numbers.Integral):
+        from memgrad.checkpoint.graph_plan import Plan
+
+        if isinstance(segments, Plan):  # the graph planner's: it places no segments
+            fix += ("; a Plan from memgrad.checkpoint.plan applies to the model itself: "
+                    "with plan.apply(model): loss = loss_fn(model(x))")
         raise TypeError(
-            f"{api}: segments must be an int or a Plan, got {type(segments).__name__} "
+            f"{api}: segments must be an int or a SegmentPlan, got {type(segments).__name__} "
             f"{segments!r}; {fix}"
         )
     if not 1 <= segments <= n:
@@ -96,8 +101,9 @@ def checkpoint_sequential(
 ) -> Any:
     """Run ``functions`` (an ``nn.Sequential`` or a list of callables) one after another on
     ``input``, cut into ``segments`` chunks (see ``segment_bounds``) of which all but the
-    last are checkpointed. ``segments`` may also be a ``Plan`` from
-    ``memgrad.checkpoint.plan``, whose boundaries are used as they are.
+    last are checkpointed. ``segments`` may also be a ``SegmentPlan`` from
+    ``memgrad.checkpoint.plan_segments``, whose boundaries are used as they are (a ``Plan``
+    from ``memgrad.checkpoint.plan`` is applied to the model instead: ``plan.apply``).
 
     Example:
         >>> import memgrad as mg
@@ -130,7 +136,7 @@ def checkpoint_sequential(
 
 
 def _bounds(segments: Any, n: int, api: str) -> list[tuple[int, int]]:
-    """The segments of ``n`` layers that ``segments`` (a count or a Plan) asks for."""
+    """The segments of ``n`` layers that ``segments`` (a count or a SegmentPlan) asks for."""
     bounds = segments.bounds if hasattr(segments, "bounds") else None
     if bounds is None:
         return segment_bounds(n, _segment_count(segments, n, api))
@@ -144,7 +150,7 @@ def _bounds(segments: Any, n: int, api: str) -> list[tuple[int, int]]:
 
 class CheckpointedSequential(Module):
     """``layers`` run through ``checkpoint_sequential`` with ``segments`` (a count or a
-    ``Plan``), as a Module: its parameters are the layers', and it can be wrapped or nested
+    ``SegmentPlan``), as a Module: its parameters are the layers', and it can be wrapped or nested
     like any model (``DistributedDataParallel`` averages the gradients of a backward only
     after a forward through the wrapper).
 

@@ -52,9 +52,22 @@ def test_segments_of_the_wrong_type(segments):
     with pytest.raises(TypeError) as e:
         checkpoint_sequential(_layers(), segments, X)
     message = str(e.value)
-    assert message.startswith("checkpoint_sequential: segments must be an int or a Plan, got "
-                              f"{type(segments).__name__} {segments!r}")
-    assert "pass a whole number of segments such as 2, or a Plan" in message
+    assert message.startswith("checkpoint_sequential: segments must be an int or a SegmentPlan, "
+                              f"got {type(segments).__name__} {segments!r}")
+    assert message.endswith("pass a whole number of segments such as 2, or a SegmentPlan from "
+                            "memgrad.checkpoint.plan_segments")
+
+
+def test_a_graph_plan_is_not_segments():
+    # the graph planner's Plan decides per value, not by segments: the error names its use
+    model = nn.Sequential(*_layers(3))
+    with pytest.raises(TypeError) as e:
+        checkpoint_sequential(model, plan(model, X, repeats=1), X)
+    message = str(e.value)
+    assert message.startswith("checkpoint_sequential: segments must be an int or a SegmentPlan, "
+                              "got Plan")
+    assert "a Plan from memgrad.checkpoint.plan applies to the model itself: with " \
+           "plan.apply(model)" in message
 
 
 @pytest.mark.parametrize("segments", [0, -1, 4, 100])
@@ -102,7 +115,7 @@ def test_checkpointed_sequential_checks_segments_at_construction():
                                          r"and the number of layers \(2\), got 3"):
         CheckpointedSequential(nn.Sequential(*_layers(2)), 3)
     with pytest.raises(TypeError, match="CheckpointedSequential: segments must be an int or a "
-                                        "Plan, got float 2.0"):
+                                        "SegmentPlan, got float 2.0"):
         CheckpointedSequential(nn.Sequential(*_layers(2)), 2.0)
 
 
