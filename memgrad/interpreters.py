@@ -1,14 +1,14 @@
 """The interpreter stack: the one place where the upper layers see and change op calls.
 
 NOTE [ Interpreters ]
-Whatever wants to see or change primitive calls (checkpoint recomputation, the jit tracer,
-memory accounting, the saved-tensor report) is an :class:`Interpreter` pushed on this
-thread's stack by a context manager. The dispatcher (``ops/registry.py``) hands each call to
-the innermost interpreter as ``process(prim, args, params, call_next)``; ``call_next`` hands
-it to the next one out, and past the outermost one the primitive runs. With no interpreter
+Whatever wants to see or change primitive calls (checkpointing, the planner's profile, the
+jit tracer, memory accounting, the saved-tensor report) is an :class:`Interpreter` pushed on
+this thread's stack by a context manager. The dispatcher (``ops/registry.py``) hands each
+call to the innermost interpreter as ``process(prim, args, params, call_next)``;
+``call_next`` the next one out, past the outermost one the primitive. With no interpreter
 pushed in any thread the dispatcher pays one check (``active``).
 
-Besides op calls, an interpreter hears of four things, through the functions below that
+Besides op calls, an interpreter hears of five things, through the functions below that
 the lower layers call (each a no-op for an interpreter that does not override it):
 
 - ``tensor_made(t)``: a Tensor on new storage: an op's result (as soon as it exists, before
@@ -16,7 +16,8 @@ the lower layers call (each a no-op for an interpreter that does not override it
   existing storage (``detach``, a view op's result) are not reported.
 - ``saved(t, op, packed)``: a value saved for backward, with what the innermost saved-tensor
   hooks made of it (``packed.recomputed`` is True for a value a checkpoint will rebuild).
-- ``value_read(t, what)``: Python read a tensor's value (``item()``, ``bool()``).
+- ``value_read(t, what)``: Python read a tensor's value (``item()``, ``bool()``); ``written``:
+  an in-place op wrote its target with no gradient involved, so ``process`` did not see it.
 - ``region(function)``: a checkpoint region runs ``function`` (a context manager).
 
 ``phase`` names what an interpreter's ops are part of ("recompute" for a checkpoint's

