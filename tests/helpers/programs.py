@@ -309,6 +309,9 @@ def _np_log_softmax(a: np.ndarray, dim: int) -> np.ndarray:
 
 
 def _np_layer_norm(a, w, b, k):
+    # a C-contiguous result whatever the input's layout, as PyTorch's and memgrad's (a
+    # reshape of it is then a view: an in-place change of that reaches it)
+    a = np.ascontiguousarray(a)
     axes = tuple(range(a.ndim - k, a.ndim))
     mu = a.mean(axis=axes, keepdims=True)
     var = ((a - mu) ** 2).mean(axis=axes, keepdims=True)
