@@ -62,6 +62,9 @@ class _Point:
         self.t, self.f, self.g, self.gtd = t, f, g, gtd
 
 
+_LINE_SEARCH_TOLERANCE = 1e-9  # the zoom's smallest bracket: PyTorch's, not the group's
+
+
 def _strong_wolfe(evaluate: Callable[[Any], tuple[float, np.ndarray]], t: Any, d: np.ndarray,
                   f: float, g: np.ndarray, gtd: Any, tolerance_change: float, max_ls: int
                   ) -> tuple[float, np.ndarray, Any, int]:
@@ -250,10 +253,10 @@ class LBFGS(Optimizer):
         state["d"] = r
 
     def _search(self, closure: Callable[[], Any], t: Any, d: np.ndarray, loss: float,
-                g: np.ndarray, gtd: Any, tol_change: float, max_ls: int
-                ) -> tuple[float, np.ndarray, Any, int]:
+                g: np.ndarray, gtd: Any, max_ls: int) -> tuple[float, np.ndarray, Any, int]:
         """The strong Wolfe line search along ``d`` from the parameters as they are (each
-        trial step is evaluated and undone)."""
+        trial step is evaluated and undone), with its own tolerance, 1e-9, whatever the
+        group's ``tolerance_change`` (as PyTorch's)."""
         start = [p._data.copy() for p in self._params]
 
         def along(step: Any) -> tuple[float, np.ndarray]:
@@ -263,7 +266,7 @@ class LBFGS(Optimizer):
             self._restore(start)
             return f, grad
 
-        return _strong_wolfe(along, t, d, loss, g, gtd, tol_change, max_ls)
+        return _strong_wolfe(along, t, d, loss, g, gtd, _LINE_SEARCH_TOLERANCE, max_ls)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Run up to ``max_iter`` iterations (NOTE [ L-BFGS as PyTorch runs it ]) and
@@ -316,7 +319,7 @@ class LBFGS(Optimizer):
             if gtd > -tol_change:
                 break
             if group["line_search_fn"] is not None:
-                loss, g, t, ls_evals = self._search(closure, t, d, loss, g, gtd, tol_change,
+                loss, g, t, ls_evals = self._search(closure, t, d, loss, g, gtd,
                                                     max_eval - evals)
                 state["t"] = t
                 self._move(t, d)

@@ -82,8 +82,14 @@ class LRScheduler:
         self._initial_step()
 
     def _initial_step(self) -> None:
+        # the constructor's step: a schedule resumed with last_epoch=k keeps the rates it
+        # finds rather than moving one step past them (``_is_initial``, as in PyTorch)
         self._step_count = 0
-        self.step()
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def get_lr(self) -> list[float]:
         """The rates of the step ``last_epoch`` (see NOTE [ Chainable schedules ])."""
@@ -286,7 +292,7 @@ class ExponentialLR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
-        if self.last_epoch == 0:
+        if self._is_initial:
             return [group["lr"] for group in groups]
         return [group["lr"] * self.gamma for group in groups]
 
@@ -318,7 +324,7 @@ class CosineAnnealingLR(LRScheduler):
     def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
         t, T, lo = self.last_epoch, self.T_max, self.eta_min
-        if t == 0:
+        if self._is_initial:
             return [group["lr"] for group in groups]
         if self._step_count == 1 and t > 0:
             return [lo + (base - lo) * (1 + math.cos(t * math.pi / T)) / 2
@@ -376,7 +382,7 @@ class LinearLR(LRScheduler):
         t, a, b = self.last_epoch, self.start_factor, self.end_factor
         if t == 0:
             return [group["lr"] * a for group in groups]
-        if t > self.total_iters:
+        if self._is_initial or t > self.total_iters:
             return [group["lr"] for group in groups]
         factor = 1.0 + (b - a) / (self.total_iters * a + (t - 1) * (b - a))
         return [group["lr"] * factor for group in groups]
@@ -414,6 +420,9 @@ class SequentialLR(LRScheduler):
             if not isinstance(s, LRScheduler) or isinstance(s, SequentialLR):
                 raise TypeError(f"SequentialLR: schedulers[{i}] must be a scheduler (not a "
                                 f"SequentialLR), got {type(s).__name__}")
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError(f"SequentialLR: schedulers[{i}] is a ReduceLROnPlateau, whose "
+                                 "step() needs the metric; step it on its own instead")
             if s.optimizer is not optimizer:
                 raise ValueError(
                     f"SequentialLR: schedulers[{i}] belongs to another optimizer than the one "
@@ -433,8 +442,9 @@ class SequentialLR(LRScheduler):
             group["lr"] = group["initial_lr"]
         for s in schedulers:  # undo the step each took when it was made
             s.last_epoch -= 1
-        schedulers[0]._initial_step()
-        self._last_lr = schedulers[0].get_last_lr()
+        first = schedulers[bisect_right(milestones, 0)]  # the one that runs at step 0
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
 
     def step(self, epoch: int | None = None) -> None:
         """Advance one step, switching schedulers at the milestones."""
@@ -670,8 +680,10 @@ class ReduceLROnPlateau(LRScheduler):
                 raise ValueError(f"{api}: expected {len(groups)} min_lr values (one per "
                                  f"parameter group), got {len(min_lr)}")
             self.min_lrs = [float(v) for v in min_lr]
+            self.default_min_lr: float | None = None
         else:
             self.min_lrs = [float(min_lr)] * len(groups)
+            self.default_min_lr = float(min_lr)
         self.optimizer = optimizer
         self.mode, self.factor, self.patience = mode, float(factor), int(patience)
         self.threshold, self.threshold_mode = float(threshold), threshold_mode
@@ -713,7 +725,16 @@ class ReduceLROnPlateau(LRScheduler):
         return current < bound if self.mode == "min" else current > bound
 
     def _reduce(self) -> None:
-        for group, floor in zip(self.optimizer.param_groups, self.min_lrs):
+        groups = self.optimizer.param_groups
+        if len(groups) != len(self.min_lrs):  # a group added since (add_param_group)
+            if self.default_min_lr is None:
+                raise RuntimeError(
+                    f"ReduceLROnPlateau: the optimizer has {len(groups)} parameter groups, "
+                    f"{len(self.min_lrs)} when the scheduler was made with a min_lr per group; "
+                    "set min_lrs to one value per group"
+                )
+            self.min_lrs = [self.default_min_lr] * len(groups)
+        for group, floor in zip(groups, self.min_lrs):
             old = float(group["lr"])
             new = max(old * self.factor, floor)
             if old - new > self.eps:

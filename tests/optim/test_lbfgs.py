@@ -126,3 +126,18 @@ def test_state_dict_carries_the_history_to_another_optimizer():
     opt.step(closure)
     other.step(closure_y)
     assert x.tolist() == y.tolist()
+
+
+def test_the_line_search_keeps_its_own_tolerance():
+    # torch.optim.LBFGS with strong_wolfe and tolerance_change=0.5 moves x from 0.15 to
+    # 0.286837585703 (its line search's bracket tolerance is 1e-9 whatever the group's);
+    # with the group's 0.5 the search stopped before it moved
+    x = mg.tensor([0.15], dtype=mg.float64, requires_grad=True)
+
+    def bump(v: mg.Tensor) -> mg.Tensor:
+        u = (v - 0.3) / 0.1
+        return (0.01 * v * v - mg.exp(-u * u)).sum()
+
+    opt, closure, _ = minimise(x, bump, line_search_fn="strong_wolfe", tolerance_change=0.5)
+    opt.step(closure)
+    assert x.tolist() == pytest.approx([0.28683758570267104], rel=1e-12)

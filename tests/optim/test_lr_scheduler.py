@@ -215,3 +215,70 @@ def test_resuming_needs_initial_lr():
         S.StepLR(opt, step_size=2, last_epoch=3)
     S.StepLR(opt, step_size=2)
     assert opt.param_groups[0]["initial_lr"] == 0.1
+
+
+def _resumed(make, lr: float = 0.1, at: float = 0.05, steps: int = 5) -> list[float]:
+    """The rates of a schedule made with last_epoch=k on an optimizer whose rate is ``at``."""
+    opt = optim.SGD([mg.zeros(1, requires_grad=True)], lr=lr)
+    opt.param_groups[0]["initial_lr"], opt.param_groups[0]["lr"] = lr, at
+    sched = make(opt)
+    rates = [opt.param_groups[0]["lr"]]
+    for _ in range(steps):
+        opt.step()
+        sched.step()
+        rates.append(opt.param_groups[0]["lr"])
+    return rates
+
+
+# PyTorch 2.13's rates for the same schedules, resumed at step 3 (4 for SequentialLR) with
+# the rate 0.05: the constructor's step keeps the rate it finds
+RESUMED = [
+    (lambda o: S.ExponentialLR(o, 0.5, last_epoch=3),
+     [0.05, 0.025, 0.0125, 0.00625, 0.003125, 0.0015625]),
+    (lambda o: S.CosineAnnealingLR(o, 10, last_epoch=3),
+     [0.05, 0.03819660112501052, 0.026393202250021036, 0.01574520229603125,
+      0.007294901687515776, 0.0018694747247424725]),
+    (lambda o: S.LinearLR(o, 0.2, 1.0, 8, last_epoch=3),
+     [0.05, 0.05833333333333334, 0.06666666666666667, 0.075, 0.08333333333333333,
+      0.08333333333333333]),
+    (lambda o: S.SequentialLR(o, [S.LinearLR(o, 0.5, 1.0, 2), S.ExponentialLR(o, 0.5)],
+                              milestones=[2], last_epoch=4),
+     [0.05, 0.025, 0.0125, 0.00625, 0.003125, 0.0015625]),
+]
+
+
+@pytest.mark.parametrize("make,expected", RESUMED)
+def test_a_schedule_resumed_by_last_epoch_keeps_the_rate_it_finds(make, expected):
+    np.testing.assert_allclose(_resumed(make), expected, rtol=1e-12)
+
+
+def test_sequential_lr_with_a_milestone_at_0_starts_with_the_second_schedule():
+    # PyTorch 2.13: [0.1, 0.05, 0.025, ...]; the first schedule (a constant 0.5 factor)
+    # never runs
+    rates = _resumed(lambda o: S.SequentialLR(o, [S.LinearLR(o, 0.5, 0.5, 5),
+                                                  S.ExponentialLR(o, 0.5)], milestones=[0]),
+                     at=0.1, steps=3)
+    np.testing.assert_allclose(rates, [0.1, 0.05, 0.025, 0.0125], rtol=1e-12)
+
+
+def test_sequential_lr_refuses_reduce_on_plateau():
+    opt = optim.SGD([mg.zeros(1, requires_grad=True)], lr=0.1)
+    plateau = S.ReduceLROnPlateau(opt)
+    with pytest.raises(ValueError, match=r"SequentialLR: schedulers\[1\] is a ReduceLROnPlateau"):
+        S.SequentialLR(opt, [S.ExponentialLR(opt, 0.5), plateau], milestones=[2])
+
+
+def test_reduce_on_plateau_reduces_a_group_added_later():
+    p, q = mg.zeros(1, requires_grad=True), mg.zeros(1, requires_grad=True)
+    opt = optim.SGD([p], lr=0.1)
+    sched = S.ReduceLROnPlateau(opt, patience=0)
+    opt.add_param_group({"params": [q], "lr": 0.5})
+    sched.step(1.0)
+    sched.step(2.0)  # no better: both groups' rates times 0.1
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.01, 0.05])
+    listed = S.ReduceLROnPlateau(opt, patience=0, min_lr=[0.0, 0.0])
+    opt.add_param_group({"params": [mg.zeros(1, requires_grad=True)], "lr": 0.5})
+    listed.step(1.0)
+    with pytest.raises(RuntimeError, match="ReduceLROnPlateau: the optimizer has 3 parameter "
+                                           "groups, 2 when the scheduler was made"):
+        listed.step(2.0)
