@@ -1630,7 +1630,14 @@ def scaled_dot_product_attention(
             scores = scores + Tensor(bias)
         else:
             scores = scores + attn_mask
-        weights = softmax(scores, -1)
+        # a query whose keys are all masked attends to nothing: its row of weights is 0, as
+        # in PyTorch (its safe softmax), not the NaN of a softmax over -inf alone
+        empty = np.isneginf(scores.numpy()).all(axis=-1, keepdims=True)
+        if empty.any():
+            scores = where(Tensor(np.broadcast_to(empty, scores.shape)), 0.0, scores)
+            weights = softmax(scores, -1) * Tensor((~empty).astype(scores.dtype))
+        else:
+            weights = softmax(scores, -1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return weights @ value

@@ -527,6 +527,23 @@ def test_attention_matches_explicit_softmax(causal):
           leaf(2, 3, 4), leaf(2, 5, 4, seed=1), leaf(2, 5, 3, seed=2))
 
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_a_query_whose_keys_are_all_masked_attends_to_nothing(kind):
+    # its output row is 0 and its gradients are finite, as PyTorch's safe softmax gives
+    # (a softmax over -inf alone would be NaN, and NaN in every gradient)
+    q, k, v = rand(2, 3, 4), rand(2, 5, 4, seed=1), rand(2, 5, 3, seed=2)
+    keep = np.ones((2, 3, 5), bool)
+    keep[0, 1] = False
+    keep[1, 2, :4] = False
+    mask = T(keep) if kind == "bool" else T(np.where(keep, 0.0, -np.inf))
+    out = F.scaled_dot_product_attention(T(q), T(k), T(v), attn_mask=mask)
+    expected = attention_ref(q, k, v, False, mask=keep)
+    expected[0, 1] = 0.0
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-12, atol=1e-15)
+    check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+          leaf(2, 3, 4), leaf(2, 5, 4, seed=1), leaf(2, 5, 3, seed=2))
+
+
 @pytest.mark.parametrize("sizes", [(9, 9), (7, 11), (11, 5)])
 def test_causal_attention_skips_blocks_with_the_values_and_gradients_of_the_full_one(
         monkeypatch, sizes):
