@@ -55,6 +55,13 @@ class Parameter(Tensor):
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Parameter:
+        # a copy of the data, requires_grad kept, no gradient: PyTorch's Parameter deep
+        # copy (so that copies of a trained layer, a TransformerEncoder's, start clean)
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self._data.copy(), self.requires_grad)
+        return memo[id(self)]
+
 
 class IncompatibleKeys(NamedTuple):
     """What ``load_state_dict(strict=False)`` did not load."""

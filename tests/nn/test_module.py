@@ -359,3 +359,26 @@ def test_repr():
         "bias=True)\n  (attn): MultiheadSelfAttention(\n    embed_dim=8, num_heads=2, "
         "dropout=0.0, causal=True\n    (qkv): Linear(in_features=8, out_features=24, bias=True)\n"
     )
+
+
+def test_a_deep_copy_of_a_parameter_has_its_data_and_no_gradient():
+    # as PyTorch's Parameter deep copy: copies of a trained layer start without gradients
+    # (a TransformerEncoder copies its layer N times); a plain tensor keeps its gradient
+    import copy
+
+    layer = mg.nn.Linear(3, 2)
+    layer.bias.requires_grad_(False)
+    layer(mg.ones(4, 3)).sum().backward()
+    twin = copy.deepcopy(layer)
+    for p, q in zip(layer.parameters(), twin.parameters()):
+        assert isinstance(q, mg.nn.Parameter) and q.requires_grad == p.requires_grad
+        assert q.grad is None and q.numpy() is not p.numpy()
+        np.testing.assert_array_equal(q.numpy(), p.numpy())
+    assert layer.weight.grad is not None
+    trained = mg.nn.TransformerEncoderLayer(4, 2, 8)
+    trained(mg.ones(3, 1, 4)).sum().backward()
+    stack = mg.nn.TransformerEncoder(trained, 2)
+    assert all(p.grad is None for p in stack.parameters())
+    x = mg.ones(2, requires_grad=True)
+    (x * 2).sum().backward()
+    np.testing.assert_array_equal(copy.deepcopy(x).grad.numpy(), [2.0, 2.0])
