@@ -150,7 +150,9 @@ def checkpoint(
 ) -> Any:
     """Run ``function(*args, **kwargs)`` without keeping its activations; backward
     recomputes them in grad mode. Outputs and gradients are those of calling ``function``
-    directly, dropout included (the RNG state is replayed).
+    directly, dropout included (the RNG state is replayed); bit for bit, but with
+    ``use_reentrant=True`` where a parameter gets gradient inside and outside the region
+    (the inner backward adds into ``.grad`` first, as PyTorch's: the last bits may differ).
 
     Args:
         function: the region to checkpoint (a module or any callable).

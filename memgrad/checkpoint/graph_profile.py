@@ -349,8 +349,8 @@ def profile_graph(
     ]). The step's loss is ``loss_fn(output)``, or the sum of the outputs. Steps start from
     the parameters' gradients as they were found: one that was None is set to None
     (backward then allocates it, and the plan counts it), one that existed is zeroed in
-    place; ``cleared_grads`` True or False sets every one so instead. The gradients are
-    left as they were found. ``clock`` is what the times
+    place; ``cleared_grads`` True or False sets every one so instead. The gradients, and a
+    module's buffers (running statistics), are left as they were found. ``clock`` is what the times
     are: ``"wall"`` (``time.perf_counter``) or ``"cpu"`` (``time.process_time``, the CPU
     time of the process's threads, which leaves out other processes on a shared machine).
 
@@ -366,10 +366,15 @@ def profile_graph(
         raise ValueError(f'profile_graph: clock must be "wall" or "cpu", got {clock!r}')
     tick = CLOCKS[clock]
     grads = _Grads(cleared_grads)
+    # a module's buffers (BatchNorm's running statistics) as they were: the profile's
+    # forwards run in the module's mode and would move them
+    buffers = [(b, b.numpy().copy()) for b in getattr(fn, "buffers", tuple)()]
     try:
         return _profile(fn, inputs, loss_fn, repeats, clock, tick, grads)
     finally:
         grads.restore()
+        for b, data in buffers:
+            b.numpy()[...] = data
 
 
 def _profile(fn: Callable, inputs: tuple, loss_fn: Callable | None, repeats: int, clock: str,

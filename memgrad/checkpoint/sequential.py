@@ -140,11 +140,20 @@ def _bounds(segments: Any, n: int, api: str) -> list[tuple[int, int]]:
     bounds = segments.bounds if hasattr(segments, "bounds") else None
     if bounds is None:
         return segment_bounds(n, _segment_count(segments, n, api))
-    if bounds[-1][1] != n:
+    bounds = [tuple(b) for b in bounds]
+    if not bounds or bounds[-1][1] != n:
         raise ValueError(
-            f"{api}: the plan covers {bounds[-1][1]} layers but functions has {n}; make the "
-            "plan for this model"
+            f"{api}: the plan covers {bounds[-1][1] if bounds else 0} layers but functions has "
+            f"{n}; make the plan for this model"
         )
+    start = 0
+    for lo, hi in bounds:  # each segment starts where the one before ends, and is not empty
+        if lo != start or hi <= lo:
+            raise ValueError(
+                f"{api}: the plan's segments must cover the layers in order, each from where "
+                f"the one before ends: got {bounds}; make the plan with plan_segments"
+            )
+        start = hi
     return bounds
 
 

@@ -188,3 +188,16 @@ def test_plan_from_profile_checks_the_budget_alike():
     assert plan_from_profile(profiles, "1MB").budget_bytes == 10**6
     with pytest.raises(mg.PlanError, match="got nan"):
         plan_from_profile(profiles, float("nan"))
+
+
+@pytest.mark.parametrize("bounds", [[(0, 2), (3, 5)], [(0, 4), (2, 5)], [(1, 5)], [(0, 0), (0, 5)]])
+def test_a_segment_plan_with_gaps_or_overlaps_is_refused(bounds):
+    # a layer skipped or run twice would give another output without a word
+    from memgrad.checkpoint import SegmentPlan
+
+    layers = [lambda h, k=k: h + 10**k for k in range(5)]
+    with pytest.raises(ValueError, match="checkpoint_sequential: the plan's segments must cover "
+                                         "the layers in order"):
+        checkpoint_sequential(layers, SegmentPlan(bounds, 0, 0.0), mg.zeros(1))
+    assert checkpoint_sequential(layers, SegmentPlan([(0, 2), (2, 5)], 0, 0.0),
+                                 mg.zeros(1)).tolist() == [11111.0]

@@ -665,3 +665,16 @@ def test_plan_follows_the_gradients_state_and_leaves_it_as_found():
         assert plan_.predicted_plain_peak == \
             plan_from_graph_profile(profile, None).predicted_plain_peak
     assert cleared.predicted_plain_peak >= in_place.predicted_plain_peak + 32 * 32 * 4
+
+
+def test_plan_leaves_running_statistics_as_it_found_them():
+    # the profile's forwards run in training mode; a BatchNorm's buffers are put back
+    mg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+    x = mg.randn(16, 4)
+    model(x)  # statistics of one batch
+    found = [b.numpy().copy() for b in model.buffers()]
+    plan(model, x, repeats=1)
+    for b, data in zip(model.buffers(), found):
+        np.testing.assert_array_equal(b.numpy(), data)
+    assert int(model[1].num_batches_tracked.item()) == 1
