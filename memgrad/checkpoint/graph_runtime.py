@@ -257,7 +257,9 @@ class _Run(Interpreter):
         v = p.value
         self._advance(p.stage)  # also frees what the stages after p.stage held
         if v not in self.cache:
-            self._rebuild(v, p.stage)
+            t = self._rebuild(v, p.stage)
+            if self.uses.get(v, 0) <= 0:  # a second backward (retain_graph): made again
+                return t
         t = self.cache[v]
         left = self.uses[v] = self.uses[v] - 1
         if left <= 0:
@@ -316,12 +318,13 @@ class _Run(Interpreter):
             if self.uses.get(v, 0) > 0 and v not in self.cache:
                 self.cache[v] = self._value(v, local)
 
-    def _rebuild(self, v: int, stage: int) -> None:
+    def _rebuild(self, v: int, stage: int) -> Tensor:
         local: dict[int, Tensor] = {}
-        self._value(v, local)
+        made = self._value(v, local)
         for w, t in local.items():  # what else of the stage backward will read
             if self.uses.get(w, 0) > 0 and w not in self.cache:
                 self.cache[w] = t
+        return made
 
     def _lookup(self, v: int, local: dict[int, Tensor]) -> Tensor | None:
         for store in (local, self.cache, self.env):
