@@ -16,6 +16,7 @@ from memgrad.autograd.graph import refresh_view, sequence_mark
 from memgrad.checkpoint.oplog import OpLog
 from memgrad.errors import CheckpointError
 from memgrad.interpreters import Interpreter
+from memgrad.ops.movement import view_write
 from memgrad.random import get_rng_state, set_rng_state
 from memgrad.tensor import Tensor
 
@@ -41,9 +42,10 @@ class ReentrantRun(Interpreter):
     def process(self, prim: Any, args: tuple, params: dict, call_next: Callable) -> Any:
         if state.refreshing:  # a view's replay (graph.refresh_view): no op of the region
             return call_next(prim, args, params)
-        if prim.inplace:
-            # recorded only in grad mode: in the forward, under no-grad, it was a write
-            if self.recompute:
+        if prim.inplace or prim is view_write:
+            # recorded only in grad mode: in the forward, under no-grad, it was a write (a
+            # write through a view records the in-place op, then view_write into its base)
+            if self.recompute and prim.inplace:
                 self.written(prim, args, params)
             return call_next(prim, args, params)
         log = self.log
