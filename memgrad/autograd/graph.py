@@ -327,8 +327,8 @@ class save_on_cpu(saved_tensors_hooks):
     """Context manager: keep the tensors saved for backward in host memory, as PyTorch's
     ``save_on_cpu`` does. memgrad's tensors always live in host memory, so they are kept
     as they are (with the usual version check); code written for PyTorch runs unchanged.
-    ``pin_memory`` is accepted and has no effect. To move saved tensors out of memory, use
-    :class:`save_on_disk`.
+    ``pin_memory`` and ``device_type`` are accepted and have no effect. To move saved tensors
+    out of memory, use :class:`save_on_disk`.
 
     Example:
         >>> import memgrad as mg
@@ -340,7 +340,7 @@ class save_on_cpu(saved_tensors_hooks):
         tensor([2., 2., 2.])
     """
 
-    def __init__(self, pin_memory: bool = False) -> None:
+    def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
         super().__init__(_pack_as_is, _unpack_as_is)
 
 

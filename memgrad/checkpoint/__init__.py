@@ -29,9 +29,11 @@ from memgrad.checkpoint.sequential import (
     checkpoint_sequential,
     segment_bounds,
 )
+from memgrad.errors import CheckpointError
 
 __all__ = [
     "checkpoint",
+    "CheckpointError",
     "checkpoint_sequential",
     "CheckpointedSequential",
     "segment_bounds",

@@ -201,3 +201,15 @@ def test_a_segment_plan_with_gaps_or_overlaps_is_refused(bounds):
         checkpoint_sequential(layers, SegmentPlan(bounds, 0, 0.0), mg.zeros(1))
     assert checkpoint_sequential(layers, SegmentPlan([(0, 2), (2, 5)], 0, 0.0),
                                  mg.zeros(1)).tolist() == [11111.0]
+
+
+def test_pytorchs_names_for_checkpoint_errors_and_save_on_cpu():
+    # torch.utils.checkpoint.CheckpointError, and save_on_cpu's device_type keyword
+    from memgrad.checkpoint import CheckpointError
+
+    assert CheckpointError is mg.CheckpointError
+    x = mg.ones(3, requires_grad=True)
+    with mg.autograd.graph.save_on_cpu(pin_memory=True, device_type="cuda"):
+        y = (x * x).sum()
+    y.backward()
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]
