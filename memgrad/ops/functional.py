@@ -1,9 +1,8 @@
 """Composites that PyTorch has under ``torch.nn.functional``: the losses
 ``binary_cross_entropy``, ``smooth_l1_loss``, ``huber_loss`` and ``kl_div``,
 ``normalize``, ``cosine_similarity`` and ``embedding_bag``. Each is made of the op table's
-primitives, so its gradient (and double backward) comes from theirs, but
-``binary_cross_entropy``, a custom Function with PyTorch's input gradient (its backward made
-of primitives); ``memgrad.nn.functional`` re-exports them.
+primitives, so its gradient (and double backward) comes from theirs;
+``memgrad.nn.functional`` re-exports them.
 
 Example:
     >>> import memgrad as mg
@@ -19,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from memgrad.autograd.function import Function
 from memgrad.errors import ShapeError
 from memgrad.ops import elementwise as ew
 from memgrad.ops.indexing import max as _max
@@ -32,7 +30,6 @@ __all__ = ["binary_cross_entropy", "smooth_l1_loss", "huber_loss", "kl_div", "no
 
 # PyTorch clamps each log of binary_cross_entropy at -100: a certain wrong answer costs 100
 _LOG_FLOOR = -100.0
-_GRAD_FLOOR = 1e-12  # PyTorch's floor of x (1 - x) in the input gradient
 
 
 def binary_cross_entropy(
@@ -70,38 +67,13 @@ def binary_cross_entropy(
         raise ValueError(f"{api}: all elements of input should be between 0 and 1, got values "
                          f"from {data.min()} to {data.max()}; for logits use "
                          "binary_cross_entropy_with_logits")
-    losses = _BinaryCrossEntropy.apply(input, target)
+    with np.errstate(divide="ignore"):  # log(0) = -inf, clamped
+        log_x = ew.clamp(ew.log(input), min=_LOG_FLOOR)
+        log_not_x = ew.clamp(ew.log(1 - input), min=_LOG_FLOOR)
+    losses = -(target * log_x + (1 - target) * log_not_x)
     if weight is not None:
         losses = losses * weight
     return _reduce_elements(losses, reduction)
-
-
-class _BinaryCrossEntropy(Function):
-    """Each element's ``-(y log x + (1 - y) log(1 - x))``, its logs clamped at -100, with
-    PyTorch's input gradient, ``(x - y) / max(x (1 - x), 1e-12)``: finite at x = 0 and 1
-    (where a sigmoid saturates in float32), where the clamped logs' chain rule gives
-    ``0 * inf``. Its backward is memgrad ops, so double backward works."""
-
-    @staticmethod
-    def forward(ctx: Any, x: Tensor, y: Tensor) -> Tensor:
-        ctx.save_for_backward(x, y)
-        xs, ys = x.numpy(), y.numpy()
-        with np.errstate(divide="ignore"):  # log(0) = -inf, clamped
-            log_x = np.maximum(np.log(xs), _LOG_FLOOR)
-            log_not_x = np.maximum(np.log(1 - xs), _LOG_FLOOR)
-        return Tensor(-(ys * log_x + (1 - ys) * log_not_x))
-
-    @staticmethod
-    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
-        x, y = ctx.saved_tensors
-        gx = gy = None
-        if ctx.needs_input_grad[0]:
-            gx = g * (x - y) / ew.clamp(x * (1 - x), min=_GRAD_FLOOR)
-        if ctx.needs_input_grad[1]:
-            with np.errstate(divide="ignore"):
-                gy = g * (ew.clamp(ew.log(1 - x), min=_LOG_FLOOR)
-                          - ew.clamp(ew.log(x), min=_LOG_FLOOR))
-        return gx, gy
 
 
 def smooth_l1_loss(
