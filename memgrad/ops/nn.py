@@ -1625,15 +1625,18 @@ def scaled_dot_product_attention(
         weights = _attention_softmax(scores, scale=float(scale), causal=bool(is_causal))
     else:
         scores = scores * scale
+        mask = attn_mask.numpy()
         if attn_mask.dtype == np.bool_:
-            bias = np.where(attn_mask.numpy(), 0.0, -np.inf).astype(scores.dtype)
-            scores = scores + Tensor(bias)
+            empty = ~mask.any(axis=-1, keepdims=True)
+            scores = scores + Tensor(np.where(mask, 0.0, -np.inf).astype(scores.dtype))
         else:
+            empty = np.isneginf(mask).all(axis=-1, keepdims=True)
             scores = scores + attn_mask
         # a query whose keys are all masked attends to nothing: its row of weights is 0, as
-        # in PyTorch (its safe softmax), not the NaN of a softmax over -inf alone
-        empty = np.isneginf(scores.numpy()).all(axis=-1, keepdims=True)
+        # in PyTorch (its safe softmax), not the NaN of a softmax over -inf alone; told
+        # from the mask, which may be smaller than the scores (broadcast)
         if empty.any():
+            empty = np.broadcast_to(empty, scores.shape[:-1] + (1,))
             scores = where(Tensor(np.broadcast_to(empty, scores.shape)), 0.0, scores)
             weights = softmax(scores, -1) * Tensor((~empty).astype(scores.dtype))
         else:
